@@ -1,0 +1,52 @@
+# fedbench: the two quick-start commands are `make quick` and `make test`; both are idempotent.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= 2
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export MPLCONFIGDIR ?= $(CURDIR)/.cache/matplotlib
+export XDG_CACHE_HOME ?= $(CURDIR)/.cache
+# Put the venv first on PATH so Snakemake `shell:` rules and `python` resolve to it.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: setup data quick test bench smoke lint format clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,offline]'
+	touch $@
+
+# Real offline data on Debian: the Fashion-MNIST package (skipped quietly where apt is unavailable).
+data:
+	@if [ ! -d /usr/share/datasets/fashion-mnist ] && command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		(apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1 || \
+		 (apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq dataset-fashion-mnist >/dev/null 2>&1)) || \
+		echo "note: dataset-fashion-mnist not installed; the quick grid falls back to the MNIST 5k subset"; \
+	fi
+
+quick: setup data
+	$(BIN)/snakemake --cores $(CORES) quick
+
+test: setup
+	$(BIN)/python -m pytest -q tests
+	$(BIN)/snakemake -n --cores $(CORES) all_grids --quiet rules
+	$(BIN)/snakemake --cores $(CORES) quick --config scale=smoke
+
+bench: setup
+	$(BIN)/python -m pytest -q benchmarks --benchmark-enable --benchmark-json=results/benchmarks/latest.json
+
+lint: setup
+	$(BIN)/ruff check fedbench tests workflow
+	$(BIN)/ruff format --check fedbench tests workflow
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+
+format: setup
+	$(BIN)/ruff format fedbench tests workflow
+	$(BIN)/snakefmt Snakefile workflow/rules
+
+clean:
+	rm -rf results/smoke .snakemake/incomplete

@@ -1,0 +1,44 @@
+"""Every algorithm, by registry name (explicit dict: `ls fedbench/algorithms` shows them)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
+from fedbench.algorithms.fedprox import FedProx
+from fedbench.algorithms.scaffold import Scaffold
+
+ALGORITHMS: dict[str, type[Algorithm]] = {
+    "fedavg": Algorithm,
+    "fedprox": FedProx,
+    "scaffold": Scaffold,
+}
+
+
+def hyperparameters(name: str) -> dict[str, Any]:
+    """The hyperparameter names of algorithm `name` with their defaults."""
+    cls = _cls(name)
+    return {f.name: f.default for f in dataclasses.fields(cls)}
+
+
+def build_algorithm(name: str, **params: Any) -> Algorithm:
+    """Instantiate algorithm `name`; an unknown hyperparameter is an error naming the valid ones."""
+    cls = _cls(name)
+    valid = hyperparameters(name)
+    unknown = sorted(set(params) - set(valid))
+    if unknown:
+        raise ValueError(
+            f"algorithm {name!r}: unknown hyperparameter(s) {unknown}; "
+            f"valid: {sorted(valid) or 'none'}"
+        )
+    return cls(**params)
+
+
+def _cls(name: str) -> type[Algorithm]:
+    if name not in ALGORITHMS:
+        raise ValueError(f"unknown algorithm {name!r}; valid: {', '.join(sorted(ALGORITHMS))}")
+    return ALGORITHMS[name]
+
+
+__all__ = ["ALGORITHMS", "Algorithm", "ClientContext", "ServerContext", "build_algorithm"]

@@ -1,0 +1,110 @@
+"""The algorithm interface: FedAvg is every hook's default; other algorithms override a few hooks.
+
+Hooks are pure functions over parameter dicts (`Params`): state goes in and comes out, nothing is
+mutated, so the engine can run them one client at a time or for all clients of a round at once.
+See docs/architecture.md for where each paper's idea plugs in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from fedbench.engine.functional import Apply, Params, tree_sub, weighted_mean
+
+State = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ClientContext:
+    """What a client knows during one round."""
+
+    client_id: int
+    round: int  # 1-based
+    lr: float
+    num_train: int
+    num_steps: int
+    pre_loss: float | None = None  # global model's loss on the client's train split, if requested
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    """What the server knows when it aggregates one round."""
+
+    round: int
+    num_clients: int  # K, all clients of the federation
+    client_ids: tuple[int, ...]  # the clients whose messages are aggregated
+    lr: float
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """FedAvg (McMahan et al. 2017, Alg. 1; thesis eq. 1.1): sample-size-weighted model average."""
+
+    name: ClassVar[str] = "fedavg"
+    # The engine computes the global model's loss on each client's training split before local
+    # training and passes it in ClientContext.pre_loss (q-FedAvg, AAggFF).
+    needs_pre_loss: ClassVar[bool] = False
+    # Every client trains every round; only sampled clients are aggregated (pFedBreD's code).
+    train_all_clients: ClassVar[bool] = False
+    # Evaluation protocols beside "global" (the global model on each client's test split).
+    personal_protocols: ClassVar[tuple[str, ...]] = ()
+
+    def init_server_state(self, global_params: Params) -> State:
+        """Server state kept across rounds (control variates, mixing weights, synthetic data)."""
+        return {}
+
+    def init_client_state(self, client_id: int, global_params: Params) -> State:
+        """Per-client state kept across rounds (local models, control variates)."""
+        return {}
+
+    def client_begin(
+        self, global_params: Params, server_state: State, client_state: State, ctx: ClientContext
+    ) -> tuple[Params, State]:
+        """Parameters local training starts from, and constants (`carry`) for the local steps."""
+        return dict(global_params), {}
+
+    def step_noise(self, rng: torch.Generator, num_steps: int) -> torch.Tensor | None:
+        """Random draws for every local step, made before the loop (SuPerFed's per-batch λ)."""
+        return None
+
+    def local_loss(
+        self,
+        apply: Apply,
+        params: Params,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        carry: State,
+        noise: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """The loss one local step differentiates (mean cross-entropy)."""
+        return F.cross_entropy(apply(params, x), y)
+
+    def correct_grads(self, grads: Params, params: Params, carry: State) -> Params:
+        """Adjust gradients before the optimiser step (SCAFFOLD's control-variate correction)."""
+        return grads
+
+    def client_end(
+        self,
+        global_params: Params,
+        params: Params,
+        carry: State,
+        client_state: State,
+        ctx: ClientContext,
+    ) -> tuple[dict[str, Any], State]:
+        """The message sent to the server, and the client's new state."""
+        return {"delta": tree_sub(params, global_params), "weight": float(ctx.num_train)}, client_state
+
+    def aggregate(
+        self, global_params: Params, messages: dict[str, Any], server_state: State, ctx: ServerContext
+    ) -> tuple[Params, State]:
+        """New global parameters from stacked messages (leading axis = client)."""
+        mean_delta = weighted_mean(messages["delta"], messages["weight"])
+        return {k: global_params[k] + mean_delta[k] for k in global_params}, server_state
+
+    def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
+        """Parameters a client is evaluated with under a personal protocol."""
+        raise KeyError(f"{self.name} has no evaluation protocol {protocol!r}")

@@ -1,0 +1,201 @@
+"""The catalog (config/config.yaml): named datasets, partitions, models, algorithms and scales.
+
+Validated once, when the workflow builds its DAG: a typo names the key and the valid choices.
+`resolve_run` turns one run's names into the fully resolved spec that `run.yaml` records.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedbench.algorithms import build_algorithm
+from fedbench.engine.config import TrainConfig
+from fedbench.models import MODELS
+
+SECTIONS = ("datasets", "partitions", "models", "algorithms")
+TOP_KEYS = ("scale", "scales", "training", "threads", "device", *SECTIONS)
+DATA_MODES = ("real", "standin")
+SCALE_KEYS = ("data", "caps", "description")
+CAP_KEYS = ("rounds", "num_clients", "clients_per_round")
+PARTITION_KINDS = ("iid", "shards", "dirichlet", "natural")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value, named by its key path."""
+
+
+def _keys(where: str, entry: dict, valid: tuple[str, ...] | list[str]) -> None:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(entry).__name__}")
+    unknown = sorted(set(entry) - set(valid))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {sorted(valid)}")
+
+
+def load_catalog(path: str | Path) -> dict[str, Any]:
+    """Read and validate the catalog file."""
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    with open(path) as f:
+        catalog = yaml.safe_load(f)
+    validate_catalog(catalog)
+    return catalog
+
+
+def validate_catalog(catalog: dict[str, Any]) -> None:
+    """Check every entry: known keys, known kinds, buildable algorithms and training blocks."""
+    from fedbench.data import SOURCES  # local: the data layer is heavier to import
+
+    _keys("config", catalog, TOP_KEYS)
+    for section in SECTIONS:
+        if section not in catalog or not isinstance(catalog[section], dict):
+            raise ConfigError(f"config: missing section {section!r}")
+    scales = catalog.get("scales", {})
+    for name, sc in scales.items():
+        _keys(f"scales.{name}", sc, SCALE_KEYS)
+        if sc.get("data", "real") not in DATA_MODES:
+            raise ConfigError(f"scales.{name}.data: must be one of {DATA_MODES}")
+        _keys(f"scales.{name}.caps", sc.get("caps", {}), CAP_KEYS)
+    if catalog.get("scale", "paper") not in scales:
+        raise ConfigError(f"scale: {catalog.get('scale')!r} is not one of {sorted(scales)}")
+    for name, e in catalog["datasets"].items():
+        _keys(f"datasets.{name}", e, ("source", "params", "training", "description"))
+        if e.get("source") not in SOURCES:
+            raise ConfigError(
+                f"datasets.{name}.source: unknown source {e.get('source')!r}; "
+                f"valid: {sorted(SOURCES)}"
+            )
+    for name, e in catalog["partitions"].items():
+        if not isinstance(e, dict) or e.get("kind") not in PARTITION_KINDS:
+            raise ConfigError(
+                f"partitions.{name}.kind: must be one of {PARTITION_KINDS}, "
+                f"got {e.get('kind') if isinstance(e, dict) else e!r}"
+            )
+    for name, e in catalog["models"].items():
+        _keys(f"models.{name}", e, ("arch", "params", "training", "description"))
+        if e.get("arch") not in MODELS:
+            raise ConfigError(
+                f"models.{name}.arch: unknown arch {e.get('arch')!r}; valid: {sorted(MODELS)}"
+            )
+    for name, e in catalog["algorithms"].items():
+        if not isinstance(e, dict) or "algorithm" not in e:
+            raise ConfigError(f"algorithms.{name}: needs an 'algorithm' key")
+        try:
+            build_algorithm(e["algorithm"], **_algo_params(e))
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"algorithms.{name}: {err}") from None
+    # Every training block must be valid on its own keys, merged over the defaults.
+    for section in SECTIONS:
+        for name, e in catalog[section].items():
+            if "training" in e:
+                try:
+                    _check_training_keys(e["training"])
+                except ValueError as err:
+                    raise ConfigError(f"{section}.{name}.{err}") from None
+    _check_training_keys(catalog.get("training", {}))
+
+
+def _check_training_keys(block: dict) -> None:
+    """Key names only: values are checked on the merged block of each run (resolve_training)."""
+    if not isinstance(block, dict):
+        raise ValueError("training: expected a mapping")
+    valid = [f.name for f in dataclasses.fields(TrainConfig)]
+    unknown = sorted(set(block) - set(valid))
+    if unknown:
+        raise ValueError(f"training: unknown key(s) {unknown}; valid: {valid}")
+
+
+def _algo_params(entry: dict) -> dict[str, Any]:
+    return {k: v for k, v in entry.items() if k not in ("algorithm", "training", "description")}
+
+
+def _entry(catalog: dict, section: str, name: str) -> dict[str, Any]:
+    if name not in catalog[section]:
+        raise ConfigError(
+            f"unknown {section[:-1]} {name!r}; valid: {', '.join(sorted(catalog[section]))}"
+        )
+    return catalog[section][name]
+
+
+def scale_entry(catalog: dict, scale: str) -> dict[str, Any]:
+    """The scale's settings (data mode and caps)."""
+    if scale not in catalog["scales"]:
+        raise ConfigError(f"unknown scale {scale!r}; valid: {', '.join(sorted(catalog['scales']))}")
+    return catalog["scales"][scale]
+
+
+def data_mode(catalog: dict, scale: str) -> str:
+    """"real" or "standin" data at this scale."""
+    return scale_entry(catalog, scale).get("data", "real")
+
+
+def resolve_dataset(catalog: dict, name: str) -> dict[str, Any]:
+    """Dataset entry with its source and params."""
+    e = _entry(catalog, "datasets", name)
+    return {"name": name, "source": e["source"], "params": dict(e.get("params", {}))}
+
+
+def resolve_partition(catalog: dict, name: str, scale: str) -> dict[str, Any]:
+    """Partition spec for `make_partition`, with the scale's client cap applied."""
+    e = copy.deepcopy(_entry(catalog, "partitions", name))
+    e.pop("training", None)
+    e.pop("description", None)
+    cap = scale_entry(catalog, scale).get("caps", {}).get("num_clients")
+    if cap is not None and "num_clients" in e:
+        e["num_clients"] = min(e["num_clients"], cap)
+    return e
+
+
+def resolve_training(
+    catalog: dict, dataset: str, partition: str, model: str, algorithm: str, scale: str
+) -> dict[str, Any]:
+    """Training settings: defaults <- dataset <- partition <- model <- algorithm <- scale caps."""
+    t = dict(catalog.get("training", {}))
+    for section, name in (
+        ("datasets", dataset),
+        ("partitions", partition),
+        ("models", model),
+        ("algorithms", algorithm),
+    ):
+        block = _entry(catalog, section, name).get("training", {})
+        for exclusive in (("local_epochs", "local_steps"), ("clients_per_round", "participation")):
+            if any(k in block for k in exclusive):
+                for k in exclusive:
+                    t.pop(k, None)
+        t.update(block)
+    caps = scale_entry(catalog, scale).get("caps", {})
+    for key in ("rounds", "clients_per_round"):
+        if key in caps and t.get(key) is not None:
+            t[key] = min(t[key], caps[key])
+    TrainConfig.from_dict(t)  # validates
+    return t
+
+
+def resolve_run(
+    catalog: dict,
+    scale: str,
+    dataset: str,
+    partition: str,
+    model: str,
+    algorithm: str,
+    seed: int,
+) -> dict[str, Any]:
+    """The fully resolved spec of one run (what run.yaml records)."""
+    m = _entry(catalog, "models", model)
+    a = _entry(catalog, "algorithms", algorithm)
+    return {
+        "scale": scale,
+        "data_mode": data_mode(catalog, scale),
+        "seed": int(seed),
+        "dataset": resolve_dataset(catalog, dataset),
+        "partition": {"name": partition, **resolve_partition(catalog, partition, scale)},
+        "model": {"name": model, "arch": m["arch"], "params": dict(m.get("params", {}))},
+        "algorithm": {"name": algorithm, "algorithm": a["algorithm"], "params": _algo_params(a)},
+        "training": resolve_training(catalog, dataset, partition, model, algorithm, scale),
+    }

@@ -1,0 +1,88 @@
+"""Training hyperparameters of one run (frozen, validated on construction)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+EXECUTORS = ("sequential",)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Rounds, participation, the local optimiser and evaluation cadence."""
+
+    rounds: int
+    batch_size: int
+    lr: float
+    local_epochs: int | None = None
+    local_steps: int | None = None
+    clients_per_round: int | None = None
+    participation: float | None = None
+    lr_decay: float = 1.0  # lr at round t (1-based) = lr * lr_decay ** (t - 1)
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    eval_every: int = 1
+    eval_batch_size: int = 1024
+    executor: str = "sequential"
+
+    def __post_init__(self):
+        def bad(key: str, why: str):
+            raise ValueError(f"training.{key}: {why} (got {getattr(self, key)!r})")
+
+        for key in ("rounds", "batch_size", "eval_every", "eval_batch_size"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                bad(key, "must be a positive integer")
+        if not self.lr > 0:
+            bad("lr", "must be > 0")
+        if (self.local_epochs is None) == (self.local_steps is None):
+            raise ValueError(
+                "training: set exactly one of local_epochs and local_steps "
+                f"(got local_epochs={self.local_epochs!r}, local_steps={self.local_steps!r})"
+            )
+        for key in ("local_epochs", "local_steps"):
+            v = getattr(self, key)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                bad(key, "must be a positive integer")
+        if (self.clients_per_round is None) == (self.participation is None):
+            raise ValueError(
+                "training: set exactly one of clients_per_round and participation "
+                f"(got {self.clients_per_round!r}, {self.participation!r})"
+            )
+        if self.clients_per_round is not None and (
+            not isinstance(self.clients_per_round, int) or self.clients_per_round < 1
+        ):
+            bad("clients_per_round", "must be a positive integer")
+        if self.participation is not None and not 0 < self.participation <= 1:
+            bad("participation", "must be in (0, 1]")
+        if not 0 < self.lr_decay <= 1:
+            bad("lr_decay", "must be in (0, 1]")
+        if not 0 <= self.momentum < 1:
+            bad("momentum", "must be in [0, 1)")
+        if self.weight_decay < 0:
+            bad("weight_decay", "must be >= 0")
+        if self.executor not in EXECUTORS:
+            bad("executor", f"must be one of {EXECUTORS}")
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TrainConfig:
+        """Build from a config mapping; unknown keys are an error naming the valid ones."""
+        valid = [f.name for f in dataclasses.fields(cls)]
+        unknown = sorted(set(d) - set(valid))
+        if unknown:
+            raise ValueError(f"training: unknown key(s) {unknown}; valid: {valid}")
+        missing = [k for k in ("rounds", "batch_size", "lr") if k not in d]
+        if missing:
+            raise ValueError(f"training: missing key(s) {missing}")
+        return cls(**d)
+
+    def sampled_per_round(self, num_clients: int) -> int:
+        """Clients sampled per round: the fixed count, or max(int(C * K), 1), at most K."""
+        if self.clients_per_round is not None:
+            return min(self.clients_per_round, num_clients)
+        return min(max(int(self.participation * num_clients), 1), num_clients)
+
+    def lr_at(self, round_: int) -> float:
+        """Learning rate of round `round_` (1-based)."""
+        return self.lr * self.lr_decay ** (round_ - 1)

@@ -1,0 +1,53 @@
+"""A federation's data on the device: one tensor pool and per-client index tensors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+@dataclass
+class Federation:
+    """Training pool, per-client train/test indices into it, and the optional global test set."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    train: list[torch.Tensor]
+    test: list[torch.Tensor]
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    num_classes: int
+
+    @property
+    def num_clients(self) -> int:
+        """K, the number of clients."""
+        return len(self.train)
+
+    @classmethod
+    def from_arrays(
+        cls,
+        x_train: np.ndarray,
+        y_train: np.ndarray,
+        train: list[np.ndarray],
+        test: list[np.ndarray],
+        x_test: np.ndarray,
+        y_test: np.ndarray,
+        num_classes: int,
+        device: torch.device,
+    ) -> Federation:
+        """Move the arrays to `device` once; clients hold index tensors, never copies."""
+
+        def t(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+            return torch.as_tensor(np.ascontiguousarray(a), dtype=dtype, device=device)
+
+        return cls(
+            x=t(x_train, torch.float32),
+            y=t(y_train, torch.long),
+            train=[t(i, torch.long) for i in train],
+            test=[t(i, torch.long) for i in test],
+            x_test=t(x_test, torch.float32),
+            y_test=t(y_test, torch.long),
+            num_classes=int(num_classes),
+        )

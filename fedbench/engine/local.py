@@ -1,0 +1,38 @@
+"""The only local-step loop: a client's mini-batch steps through the algorithm's hooks."""
+
+from __future__ import annotations
+
+import torch
+from torch.func import grad_and_value
+
+from fedbench.algorithms.base import Algorithm, State
+from fedbench.engine.functional import Apply, Params, sgd_init, sgd_step
+
+
+def local_train(
+    algo: Algorithm,
+    apply: Apply,
+    params: Params,
+    carry: State,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    batches: list[torch.Tensor],
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    noise: torch.Tensor | None = None,
+) -> tuple[Params, torch.Tensor]:
+    """Run the local steps; return the trained parameters and the mean training loss (a tensor)."""
+
+    def loss_fn(p: Params, xb: torch.Tensor, yb: torch.Tensor, nz) -> torch.Tensor:
+        return algo.local_loss(apply, p, xb, yb, carry, nz)
+
+    step_grad = grad_and_value(loss_fn)
+    buf = sgd_init(params)
+    loss_sum = torch.zeros((), device=x.device)
+    for step, idx in enumerate(batches):
+        grads, loss = step_grad(params, x[idx], y[idx], None if noise is None else noise[step])
+        grads = algo.correct_grads(grads, params, carry)
+        params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay)
+        loss_sum = loss_sum + loss.detach()
+    return params, loss_sum / max(len(batches), 1)

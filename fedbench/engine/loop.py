@@ -1,0 +1,159 @@
+"""The only round loop: sample, train, aggregate, evaluate, stop on divergence."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from fedbench.algorithms.base import Algorithm, ServerContext
+from fedbench.engine.config import TrainConfig
+from fedbench.engine.evaluate import (
+    client_losses,
+    evaluate_clients_each,
+    evaluate_clients_shared,
+    evaluate_global,
+)
+from fedbench.engine.executors import EXECUTOR_CLASSES, RoundJob
+from fedbench.engine.federation import Federation
+from fedbench.engine.functional import Apply, Params, tree_all_finite
+from fedbench.metrics import distribution_pack
+from fedbench.rng import Streams
+
+CLIENT_METRICS = ("loss", "top1", "top5")
+
+
+@dataclass
+class RunState:
+    """The evolving state of a run (global model, server and client state)."""
+
+    global_params: Params
+    server_state: dict[str, Any]
+    client_states: dict[int, dict[str, Any]]
+    round: int = 0
+    status: str = "ok"
+    diverged_round: int | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+
+def sample_clients(streams: Streams, round_: int, num_clients: int, m: int) -> list[int]:
+    """Uniformly without replacement, from the run's `sampling` stream keyed by round."""
+    rng = streams.generator("sampling", round_)
+    return sorted(int(i) for i in rng.choice(num_clients, size=m, replace=False))
+
+
+def _round(v: float) -> float:
+    """Fixed precision in the output so files compare byte for byte across identical runs."""
+    return float(f"{v:.6g}") if math.isfinite(v) else v
+
+
+def evaluate_round(
+    algo: Algorithm, apply: Apply, fed: Federation, state: RunState, cfg: TrainConfig
+) -> dict[str, Any]:
+    """Per-client metrics under every protocol, their distribution packs, the global test set."""
+    clients = {
+        "global": evaluate_clients_shared(
+            apply, state.global_params, fed.x, fed.y, fed.test, cfg.eval_batch_size
+        )
+    }
+    for protocol in algo.personal_protocols:
+        per_client = [
+            algo.personal_params(protocol, state.global_params, state.client_states[i])
+            for i in range(fed.num_clients)
+        ]
+        clients[protocol] = evaluate_clients_each(
+            apply, per_client, fed.x, fed.y, fed.test, cfg.eval_batch_size
+        )
+    summary = {}
+    for protocol, res in clients.items():
+        for key in CLIENT_METRICS:
+            res[key] = [_round(v) for v in res[key]]
+        if res["ids"]:
+            summary[protocol] = {
+                key: {s: _round(v) for s, v in distribution_pack(res[key], res["n"]).items()}
+                for key in CLIENT_METRICS
+            }
+    glob = evaluate_global(apply, state.global_params, fed.x_test, fed.y_test, cfg.eval_batch_size)
+    if glob is not None:
+        glob = {k: (_round(v) if k != "n" else v) for k, v in glob.items()}
+    return {"global_test": glob, "clients": clients, "summary": summary}
+
+
+def run_rounds(
+    algo: Algorithm,
+    apply: Apply,
+    fed: Federation,
+    cfg: TrainConfig,
+    streams: Streams,
+    init_params: Params,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+) -> RunState:
+    """Train for cfg.rounds rounds; every evaluation round appends one record."""
+    executor = EXECUTOR_CLASSES[cfg.executor]()
+    K = fed.num_clients
+    state = RunState(
+        global_params=dict(init_params),
+        server_state=algo.init_server_state(init_params),
+        client_states={i: algo.init_client_state(i, init_params) for i in range(K)},
+    )
+    m = cfg.sampled_per_round(K)
+
+    def emit(record: dict[str, Any]) -> None:
+        state.records.append(record)
+        if on_record is not None:
+            on_record(record)
+
+    for t in range(1, cfg.rounds + 1):
+        state.round = t
+        lr = cfg.lr_at(t)
+        sampled = sample_clients(streams, t, K, m)
+        train_ids = list(range(K)) if algo.train_all_clients else sampled
+        pre_losses: dict[int, float] = {}
+        if algo.needs_pre_loss:
+            losses = client_losses(
+                apply, state.global_params, fed.x, fed.y,
+                [fed.train[i] for i in train_ids], cfg.eval_batch_size,
+            )  # fmt: skip
+            pre_losses = dict(zip(train_ids, losses))
+        out = executor.run(
+            RoundJob(
+                algo, apply, fed, cfg, streams, t, lr, state.global_params,
+                state.server_state, state.client_states, train_ids, pre_losses,
+            )  # fmt: skip
+        )
+        state.client_states.update(out.client_states)
+        messages = out.messages
+        if algo.train_all_clients:
+            rows = torch.tensor([train_ids.index(i) for i in sampled])
+            messages = _select_rows(messages, rows)
+        ctx = ServerContext(round=t, num_clients=K, client_ids=tuple(sampled), lr=lr)
+        state.global_params, state.server_state = algo.aggregate(
+            state.global_params, messages, state.server_state, ctx
+        )
+        train_loss = float(out.train_losses.mean())
+        if not (math.isfinite(train_loss) and tree_all_finite(state.global_params)):
+            state.status, state.diverged_round = "diverged", t
+            reason = "non-finite training loss" if not math.isfinite(train_loss) else (
+                "non-finite global parameters"
+            )
+            emit({"round": t, "status": "diverged", "reason": reason})
+            break
+        if t % cfg.eval_every == 0 or t == cfg.rounds:
+            record = {"round": t, "status": "ok", "lr": _round(lr), "train_loss": _round(train_loss)}
+            record.update(evaluate_round(algo, apply, fed, state, cfg))
+            emit(record)
+    return state
+
+
+def _select_rows(messages: dict[str, Any], rows: torch.Tensor) -> dict[str, Any]:
+    """Keep the given rows (clients) of stacked messages."""
+    out = {}
+    for key, v in messages.items():
+        if isinstance(v, dict):
+            out[key] = {k: t[rows.to(t.device)] for k, t in v.items()}
+        else:
+            out[key] = v[rows.to(v.device)]
+    return out

@@ -1,0 +1,49 @@
+"""The per-client distribution pack every paper's tables draw on (mean, spread, tails, Gini)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+PACK_STATS = ("mean", "wmean", "std", "min", "max", "worst10", "best10", "gini")
+
+
+def gini(values: np.ndarray) -> float:
+    """Gini coefficient: mean absolute pairwise difference over twice the mean (0 = equal)."""
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(v)
+    if n == 0:
+        return float("nan")
+    mean = v.mean()
+    if mean == 0:
+        return 0.0
+    # sum_{i,j} |v_i - v_j| = 2 * sum_i (2i - n + 1) v_i for ascending v (0-based i).
+    diff_sum = 2.0 * np.sum((2 * np.arange(n) - n + 1) * v)
+    return float(diff_sum / (2.0 * n * n * mean))
+
+
+def distribution_pack(values, weights=None, tail: float = 0.1) -> dict[str, float]:
+    """Summary of per-client values: mean, weighted mean, population std, min, max, tails, Gini.
+
+    `worst10` / `best10` average the lowest / highest ceil(tail * K) values (at least one client);
+    "worst" means lowest, so for a loss read `best10` as the worst clients.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or len(v) == 0:
+        raise ValueError(f"distribution_pack needs a non-empty 1-D array, got shape {v.shape}")
+    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != v.shape or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("weights must be non-negative, of the same length as values, not all 0")
+    m = max(1, math.ceil(tail * len(v)))
+    s = np.sort(v)
+    return {
+        "mean": float(v.mean()),
+        "wmean": float(np.sum(w * v) / w.sum()),
+        "std": float(v.std()),
+        "min": float(s[0]),
+        "max": float(s[-1]),
+        "worst10": float(s[:m].mean()),
+        "best10": float(s[-m:].mean()),
+        "gini": gini(v),
+    }

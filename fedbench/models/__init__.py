@@ -1,0 +1,34 @@
+"""The papers' networks, by catalog name (explicit registry; each splits into `body` and `head`)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fedbench.models.simple import MLP, Linear, TwoCNN, TwoNN
+
+MODELS: dict[str, type[nn.Module]] = {
+    "linear": Linear,
+    "mlp": MLP,
+    "twonn": TwoNN,
+    "twocnn": TwoCNN,
+}
+
+
+def build_model(
+    arch: str, input_shape: tuple[int, ...], num_classes: int, init_seed: int, **params
+) -> nn.Module:
+    """Build `arch` with parameters initialised from `init_seed` (global RNG state is restored)."""
+    if arch not in MODELS:
+        raise ValueError(f"unknown model arch {arch!r}; valid: {', '.join(sorted(MODELS))}")
+    cls = MODELS[arch]
+    # fork_rng keeps the caller's global torch RNG untouched: the seed is local to this build.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(init_seed)
+        try:
+            return cls(input_shape=tuple(input_shape), num_classes=num_classes, **params)
+        except TypeError as err:
+            raise ValueError(f"model {arch!r}: bad parameter ({err})") from None
+
+
+__all__ = ["MODELS", "build_model"]
