@@ -37,6 +37,7 @@ test: setup
 	$(BIN)/snakemake --cores $(CORES) quick --config scale=smoke
 
 bench: setup
+	mkdir -p results/benchmarks
 	$(BIN)/python -m pytest -q benchmarks --benchmark-enable --benchmark-json=results/benchmarks/latest.json
 
 lint: setup

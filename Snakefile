@@ -1,0 +1,26 @@
+# fedbench: fetch -> prepare -> partition -> train -> tables / figures / report.
+# Targets: `all` (every grid), one rule per paper grid (e.g. `quick`), or any output file.
+from snakemake.utils import min_version, validate
+
+min_version("8.0")
+
+
+configfile: "config/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/train.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        [f for g in GRIDS for f in grid_outputs(g)],

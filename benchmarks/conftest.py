@@ -1,0 +1,1 @@
+"""Benchmarks run with `make bench` (pytest-benchmark); the unit-test run never collects them."""

@@ -1,0 +1,204 @@
+"""Paper grids (config/papers/*.yaml): which runs feed which table cell and figure panel."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fedbench.config import ConfigError, data_mode, resolve_run
+from fedbench.engine.loop import CLIENT_METRICS
+from fedbench.metrics import PACK_STATS
+
+GRID_KEYS = ("paper", "title", "default_scale", "seeds", "rows", "columns", "tables", "figures")
+OUTPUT_KEYS = ("caption", "metric", "protocol", "stat", "round", "percent", "rows", "columns",
+               "seeds", "decimals")  # fmt: skip
+RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
+TABLE_EXTS = ("md", "tex", "csv")
+FIGURE_EXTS = ("png", "pdf")
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """The names that identify one run (and its folder)."""
+
+    dataset: str
+    partition: str
+    model: str
+    algorithm: str
+    seed: int
+
+    def folder(self, scale: str, root: str = "results") -> str:
+        """results/{scale}/runs/{dataset}/{partition}/{model}/{algorithm}/seed{seed}"""
+        return (
+            f"{root}/{scale}/runs/{self.dataset}/{self.partition}/{self.model}/"
+            f"{self.algorithm}/seed{self.seed}"
+        )
+
+
+@dataclass(frozen=True)
+class Grid:
+    """One paper's grid, validated against the catalog."""
+
+    name: str
+    raw: dict[str, Any]
+    path: Path
+
+    @property
+    def default_scale(self) -> str:
+        """The scale used when the config sets none."""
+        return self.raw.get("default_scale", "paper")
+
+    def outputs(self, kind: str) -> dict[str, dict[str, Any]]:
+        """The grid's tables or figures by name."""
+        return self.raw.get(kind, {}) or {}
+
+
+def load_grid(path: str | Path, catalog: dict[str, Any]) -> Grid:
+    """Read and validate one grid file; errors name the file and the key."""
+    path = Path(path)
+    with open(path) as f:
+        raw = yaml.safe_load(f)
+    where = path.name
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping")
+    unknown = sorted(set(raw) - set(GRID_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {list(GRID_KEYS)}")
+    if raw.get("paper") != path.stem:
+        raise ConfigError(f"{where}: 'paper' must equal the file name ({path.stem!r})")
+    if raw.get("default_scale", "paper") not in catalog["scales"]:
+        raise ConfigError(f"{where}.default_scale: not one of {sorted(catalog['scales'])}")
+    grid = Grid(path.stem, raw, path)
+    for kind in ("tables", "figures"):
+        for name, out in grid.outputs(kind).items():
+            _validate_output(f"{where}.{kind}.{name}", out, catalog, kind)
+    return grid
+
+
+def load_grids(folder: str | Path, catalog: dict[str, Any]) -> dict[str, Grid]:
+    """Every grid in `folder`, by paper name."""
+    return {p.stem: load_grid(p, catalog) for p in sorted(Path(folder).glob("*.yaml"))}
+
+
+def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
+    unknown = sorted(set(out) - set(OUTPUT_KEYS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {list(OUTPUT_KEYS)}")
+    for key in ("metric", "protocol", "stat", "rows", "columns"):
+        if key not in out:
+            raise ConfigError(f"{where}: missing key {key!r}")
+    if out["protocol"] == "global_test":
+        if out["stat"] != "value":
+            raise ConfigError(f"{where}.stat: protocol global_test takes stat 'value'")
+    elif out["stat"] not in PACK_STATS:
+        raise ConfigError(f"{where}.stat: {out['stat']!r} is not one of {list(PACK_STATS)}")
+    if out["metric"] not in CLIENT_METRICS:
+        raise ConfigError(f"{where}.metric: {out['metric']!r} is not one of {list(CLIENT_METRICS)}")
+    if out.get("round", "final") not in ("final", "best"):
+        raise ConfigError(f"{where}.round: must be 'final' or 'best'")
+    for axis in ("rows", "columns"):
+        ids = [e.get("id") for e in out[axis]]
+        if None in ids or len(set(ids)) != len(ids):
+            raise ConfigError(f"{where}.{axis}: every entry needs a unique 'id'")
+    for row in out["rows"]:
+        for col in out["columns"]:
+            cell = _merge(row, col, f"{where} cell ({row['id']}, {col['id']})")
+            for field in RUN_FIELDS:
+                for name in _as_list(cell[field]):
+                    if name not in catalog[field + "s"]:
+                        raise ConfigError(
+                            f"{where} cell ({row['id']}, {col['id']}): unknown {field} {name!r}; "
+                            f"valid: {', '.join(sorted(catalog[field + 's']))}"
+                        )
+
+
+def _as_list(v: Any) -> list:
+    return v if isinstance(v, list) else [v]
+
+
+def _merge(row: dict, col: dict, where: str) -> dict[str, Any]:
+    cell = {}
+    for field in RUN_FIELDS:
+        values = [e[field] for e in (row, col) if field in e]
+        if len(values) != 1:
+            raise ConfigError(f"{where}: {field!r} must be set by exactly one of row and column")
+        cell[field] = values[0]
+    return cell
+
+
+def choose_dataset(candidates: str | list[str], catalog: dict, scale: str) -> str:
+    """First candidate available offline (real-data scales), else the first one."""
+    names = _as_list(candidates)
+    if len(names) == 1 or data_mode(catalog, scale) == "standin":
+        return names[0]
+    from fedbench.data import SOURCES
+
+    for name in names:
+        if SOURCES[catalog["datasets"][name]["source"]].available_offline():
+            return name
+    return names[0]
+
+
+def resolve_scale(grid: Grid, config_scale: str | None) -> str:
+    """The config's scale if set, else the grid's default."""
+    return config_scale or grid.default_scale
+
+
+def cells(
+    grid: Grid, kind: str, name: str, catalog: dict, scale: str
+) -> dict[tuple[str, str], list[RunKey]]:
+    """(row id, column id) -> the runs (one per seed) of that cell."""
+    out = grid.outputs(kind)[name]
+    seeds = out.get("seeds", grid.raw.get("seeds", [0]))
+    result = {}
+    for row in out["rows"]:
+        for col in out["columns"]:
+            cell = _merge(row, col, f"{grid.name}.{name}")
+            dataset = choose_dataset(cell["dataset"], catalog, scale)
+            result[(row["id"], col["id"])] = [
+                RunKey(dataset, cell["partition"], cell["model"], cell["algorithm"], int(s))
+                for s in seeds
+            ]
+    return result
+
+
+def column_labels(grid: Grid, kind: str, name: str, catalog: dict, scale: str) -> list[dict]:
+    """Columns with '{dataset}' in labels filled by the chosen dataset."""
+    out = grid.outputs(kind)[name]
+    cols = []
+    for col in out["columns"]:
+        label = col.get("label", col["id"])
+        if "dataset" in col:
+            label = label.replace("{dataset}", choose_dataset(col["dataset"], catalog, scale))
+        cols.append({"id": col["id"], "label": label})
+    return cols
+
+
+def all_runs(grid: Grid, catalog: dict, scale: str) -> list[RunKey]:
+    """Every run the grid's tables and figures need (each once)."""
+    keys: dict[RunKey, None] = {}
+    for kind in ("tables", "figures"):
+        for name in grid.outputs(kind):
+            for runs in cells(grid, kind, name, catalog, scale).values():
+                keys.update(dict.fromkeys(runs))
+    return list(keys)
+
+
+def output_files(grid: Grid, scale: str, root: str = "results") -> list[str]:
+    """results/{scale}/papers/{paper}/{name}.{ext} for every table and figure."""
+    base = f"{root}/{scale}/papers/{grid.name}"
+    files = [f"{base}/{t}.{e}" for t in grid.outputs("tables") for e in TABLE_EXTS]
+    files += [f"{base}/{f}.{e}" for f in grid.outputs("figures") for e in FIGURE_EXTS]
+    return files
+
+
+def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
+    """Resolve every run's full spec once (training values included), naming any bad one."""
+    for key in all_runs(grid, catalog, scale):
+        try:
+            resolve_run(catalog, scale, key.dataset, key.partition, key.model, key.algorithm, key.seed)
+        except ValueError as err:
+            raise ConfigError(f"{grid.name}: run {key.folder(scale)}: {err}") from None

@@ -1,0 +1,66 @@
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fedbench.config import ConfigError, load_catalog, resolve_run, validate_catalog
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog(ROOT / "config" / "config.yaml")
+
+
+def _broken(catalog, path, value):
+    c = copy.deepcopy(catalog)
+    node = c
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return c
+
+
+@pytest.mark.parametrize(
+    "path, value, named",
+    [
+        (("roundz",), 3, "roundz"),
+        (("datasets", "mnist", "source"), "mnistt", "mnistt"),
+        (("partitions", "iid-k100", "kind"), "sharded", "partitions.iid-k100.kind"),
+        (("models", "twonn", "arch"), "twonnn", "twonnn"),
+        (("algorithms", "fedprox-mu0.01", "muu"), 0.1, "muu"),
+        (("algorithms", "fedavg", "algorithm"), "fedsgd", "fedsgd"),
+        (("training", "lrr"), 0.1, "lrr"),
+        (("datasets", "fmnist", "training"), {"epochs": 2}, "epochs"),
+        (("scales", "smoke", "caps"), {"round": 2}, "round"),
+    ],
+)
+def test_bad_catalog_entries_are_named(catalog, path, value, named):
+    with pytest.raises(ConfigError, match=named):
+        validate_catalog(_broken(catalog, path, value))
+
+
+def test_resolve_run_merges_training_and_applies_caps(catalog):
+    spec = resolve_run(catalog, "quick", "fmnist", "shards2-k100", "twonn", "fedprox-mu0.01", 1)
+    assert spec["training"]["lr"] == catalog["datasets"]["fmnist"]["training"]["lr"]
+    assert spec["algorithm"] == {"name": "fedprox-mu0.01", "algorithm": "fedprox", "params": {"mu": 0.01}}
+    smoke = resolve_run(catalog, "smoke", "fmnist", "shards2-k100", "twonn", "fedavg", 1)
+    assert smoke["training"]["rounds"] == 2 and smoke["partition"]["num_clients"] == 10
+    assert smoke["data_mode"] == "standin"
+
+
+def test_resolve_run_unknown_name(catalog):
+    with pytest.raises(ConfigError, match="unknown algorithm 'fedsgd'"):
+        resolve_run(catalog, "quick", "fmnist", "shards2-k100", "twonn", "fedsgd", 1)
+
+
+def test_bad_training_value_is_named_at_resolution(catalog):
+    c = _broken(catalog, ("datasets", "fmnist", "training"), {"lr": -1.0})
+    with pytest.raises(ValueError, match="lr"):
+        resolve_run(c, "quick", "fmnist", "shards2-k100", "twonn", "fedavg", 0)
+
+
+def test_catalog_file_is_plain_yaml():
+    assert yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["scales"]

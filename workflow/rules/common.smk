@@ -1,0 +1,86 @@
+# Helpers for the rules: the catalog and grids, validated once at DAG build.
+import re
+
+from fedbench.config import (
+    data_mode,
+    resolve_dataset,
+    resolve_partition,
+    resolve_run,
+    validate_catalog,
+)
+from fedbench.data import SOURCES
+from fedbench.grid import (
+    TABLE_EXTS,
+    all_runs,
+    load_grids,
+    output_files,
+    resolve_scale,
+    validate_runs,
+)
+
+validate_catalog(config)
+GRIDS = load_grids(workflow.basedir + "/config/papers", config)
+for _grid in GRIDS.values():
+    validate_runs(_grid, config, resolve_scale(_grid, config.get("scale")))
+
+
+def _alternatives(names):
+    return "|".join(re.escape(n) for n in sorted(names))
+
+
+wildcard_constraints:
+    scale=_alternatives(config["scales"]),
+    dataset=_alternatives(config["datasets"]),
+    partition=_alternatives(config["partitions"]),
+    model=_alternatives(config["models"]),
+    algorithm=_alternatives(config["algorithms"]),
+    paper=_alternatives(GRIDS),
+    source=_alternatives(SOURCES),
+    seed=r"\d+",
+
+
+def grid_outputs(paper):
+    """Every table and figure file of one grid at its scale."""
+    grid = GRIDS[paper]
+    return output_files(grid, resolve_scale(grid, config.get("scale")))
+
+
+def raw_manifest(wildcards):
+    """The fetched files a dataset needs (none for stand-ins and generated sets)."""
+    source = config["datasets"][wildcards.dataset]["source"]
+    if data_mode(config, wildcards.scale) == "standin" or not SOURCES[source].files:
+        return []
+    return f"resources/raw/{source}/MANIFEST.json"
+
+
+def run_spec(wildcards):
+    """The resolved spec of the run named by the wildcards."""
+    return resolve_run(
+        config,
+        wildcards.scale,
+        wildcards.dataset,
+        wildcards.partition,
+        wildcards.model,
+        wildcards.algorithm,
+        int(wildcards.seed),
+    )
+
+
+def output_runs(kind):
+    """Input function: the run files of every cell of one table or figure."""
+
+    def inputs(wildcards):
+        from fedbench.grid import cells
+
+        grid = GRIDS[wildcards.paper]
+        name = getattr(wildcards, kind[:-1])
+        if name not in grid.outputs(kind):
+            raise ValueError(
+                f"{wildcards.paper} has no {kind[:-1]} {name!r}; "
+                f"valid: {', '.join(grid.outputs(kind)) or 'none'}"
+            )
+        runs = cells(grid, kind, name, config, wildcards.scale)
+        keys = dict.fromkeys(k for ks in runs.values() for k in ks)
+        return [f"{k.folder(wildcards.scale)}/{f}" for k in keys for f in ("metrics.jsonl", "run.yaml")]
+
+    return inputs

@@ -1,0 +1,46 @@
+rule fetch:
+    output:
+        "resources/raw/{source}/MANIFEST.json",
+    log:
+        "logs/fetch/{source}.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=60,
+    script:
+        "../scripts/fetch.py"
+
+
+rule prepare:
+    input:
+        raw_manifest,
+    output:
+        "results/{scale}/data/{dataset}.npz",
+    params:
+        dataset=lambda w: resolve_dataset(config, w.dataset),
+        mode=lambda w: data_mode(config, w.scale),
+    log:
+        "logs/{scale}/prepare/{dataset}.log",
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    script:
+        "../scripts/prepare.py"
+
+
+rule partition:
+    input:
+        "results/{scale}/data/{dataset}.npz",
+    output:
+        "results/{scale}/partitions/{dataset}/{partition}/seed{seed}.npz",
+    params:
+        spec=lambda w: resolve_partition(config, w.partition, w.scale),
+    log:
+        "logs/{scale}/partition/{dataset}/{partition}/seed{seed}.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/partition.py"

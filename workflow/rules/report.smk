@@ -1,0 +1,65 @@
+PAPER_OUT = "results/{scale}/papers/{paper}"
+
+
+rule table:
+    input:
+        output_runs("tables"),
+    output:
+        md=report(
+            f"{PAPER_OUT}/{{table}}.md",
+            category="{paper}",
+            subcategory="tables ({scale} scale)",
+            labels={"paper": "{paper}", "output": "{table}", "scale": "{scale}"},
+        ),
+        tex=f"{PAPER_OUT}/{{table}}.tex",
+        csv=f"{PAPER_OUT}/{{table}}.csv",
+    wildcard_constraints:
+        table=r"table[0-9_]+",
+    params:
+        grid=lambda w: GRIDS[w.paper],
+    log:
+        "logs/{scale}/table/{paper}/{table}.log",
+    localrule: True
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/table.py"
+
+
+rule figure:
+    input:
+        output_runs("figures"),
+    output:
+        png=report(
+            f"{PAPER_OUT}/{{figure}}.png",
+            category="{paper}",
+            subcategory="figures ({scale} scale)",
+            labels={"paper": "{paper}", "output": "{figure}", "scale": "{scale}"},
+        ),
+        pdf=f"{PAPER_OUT}/{{figure}}.pdf",
+    wildcard_constraints:
+        figure=r"figure[0-9_]+",
+    params:
+        grid=lambda w: GRIDS[w.paper],
+    log:
+        "logs/{scale}/figure/{paper}/{figure}.log",
+    localrule: True
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    script:
+        "../scripts/figure.py"
+
+
+# One target rule per grid, named after it: `snakemake --cores N quick`, `... superfed`.
+for _paper in GRIDS:
+
+    rule:
+        name:
+            _paper
+        input:
+            grid_outputs(_paper),
+        localrule: True

@@ -1,0 +1,18 @@
+"""Snakemake adapter: load (or generate a stand-in for) one dataset as a prepared .npz."""
+
+import logging
+from pathlib import Path
+
+from fedbench.data import prepare_dataset
+from fedbench.data.base import save_dataset
+from fedbench.rng import Streams
+
+sm = snakemake  # noqa: F821
+logging.basicConfig(filename=sm.log[0], level=logging.INFO)
+spec = sm.params.dataset
+raw = Path(sm.input[0]).parent if sm.input else None
+# Data generation is fixed per dataset (not per run seed): every seed's partition draws from it.
+rng = Streams(0).generator("standin")
+ds = prepare_dataset(spec["source"], spec["params"], raw, sm.params.mode, rng)
+save_dataset(ds, sm.output[0])
+logging.info("%s: %s", spec["name"], ds.provenance)
