@@ -1,0 +1,47 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedbench.metrics import classification_counts, distribution_pack, gini
+
+
+def test_pack_by_hand():
+    v = [0.2, 0.4, 0.6, 0.8, 1.0, 0.0, 0.5, 0.9, 0.3, 0.7, 0.1]  # K = 11 -> tails of 2 clients
+    w = [1] * 10 + [9]
+    p = distribution_pack(v, w)
+    assert p["mean"] == pytest.approx(5.5 / 11)
+    assert p["wmean"] == pytest.approx((5.5 - 0.1 + 0.9) / 19)
+    assert p["std"] == pytest.approx(np.std(v))
+    assert (p["min"], p["max"]) == (0.0, 1.0)
+    assert p["worst10"] == pytest.approx(0.05) and p["best10"] == pytest.approx(0.95)
+
+
+def test_tails_have_at_least_one_client():
+    p = distribution_pack([0.3, 0.9])
+    assert p["worst10"] == 0.3 and p["best10"] == 0.9
+
+
+def test_gini_by_hand():
+    assert gini(np.array([1.0, 1.0, 1.0])) == 0.0
+    # [0, 0, 0, 1]: sum |xi - xj| = 6, mean 0.25 -> 6 / (2 * 16 * 0.25) = 0.75
+    assert gini(np.array([0.0, 0.0, 0.0, 1.0])) == pytest.approx(0.75)
+    assert math.isnan(gini(np.array([])))
+
+
+def test_pack_rejects_bad_input():
+    with pytest.raises(ValueError):
+        distribution_pack([])
+    with pytest.raises(ValueError):
+        distribution_pack([1.0, 2.0], [1.0])
+
+
+def test_classification_counts_by_hand():
+    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 1.0, 2.0], [1.0, 3.0, 2.0]])
+    y = torch.tensor([0, 0, 2])
+    c = classification_counts(logits, y, ks=(1, 2, 5))
+    assert c["n"] == 3 and c["top1_correct"] == 1 and c["top2_correct"] == 2
+    assert c["top5_correct"] == 3  # k capped at the 3 classes
+    expected = sum(-torch.log_softmax(logits, 1)[i, y[i]].item() for i in range(3))
+    assert c["loss_sum"] == pytest.approx(expected)

@@ -1,0 +1,42 @@
+import pytest
+import torch
+
+from fedbench.models import MODELS, build_model
+
+
+def _count(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def test_fedavg_2nn_and_cnn_sizes():
+    # 2NN: 784*200+200 + 200*200+200 + 200*10+10; CNN (28x28x1): conv 1->32, 32->64 (5x5), FC 3136->512->10
+    assert _count(build_model("twonn", (1, 28, 28), 10, init_seed=0)) == 199_210
+    cnn = 32 * 25 + 32 + 64 * 32 * 25 + 64 + 3136 * 512 + 512 + 512 * 10 + 10
+    assert _count(build_model("twocnn", (1, 28, 28), 10, init_seed=0)) == cnn
+
+
+@pytest.mark.parametrize("arch", sorted(MODELS))
+def test_shapes_and_body_head_split(arch):
+    shape = (3, 32, 32) if arch == "twocnn" else (1, 28, 28)
+    m = build_model(arch, shape, 7, init_seed=0)
+    assert m(torch.zeros(2, *shape)).shape == (2, 7)
+    names = [n for n, _ in m.named_parameters()]
+    assert any(n.startswith("head.") for n in names)
+    assert all(n.startswith(("body.", "head.")) for n in names)
+
+
+def test_init_is_seeded_and_leaves_global_rng_alone():
+    state = torch.random.get_rng_state()
+    a = build_model("twonn", (1, 28, 28), 10, init_seed=3)
+    b = build_model("twonn", (1, 28, 28), 10, init_seed=3)
+    c = build_model("twonn", (1, 28, 28), 10, init_seed=4)
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert torch.equal(a.head.weight, b.head.weight)
+    assert not torch.equal(a.head.weight, c.head.weight)
+
+
+def test_unknown_arch_and_param_are_named():
+    with pytest.raises(ValueError, match="twonnn"):
+        build_model("twonnn", (1, 28, 28), 10, init_seed=0)
+    with pytest.raises(ValueError, match="twonn"):
+        build_model("twonn", (1, 28, 28), 10, init_seed=0, hiden=3)
