@@ -18,7 +18,7 @@ from fedbench.engine.config import TrainConfig
 from fedbench.models import MODELS
 
 SECTIONS = ("datasets", "partitions", "models", "algorithms")
-TOP_KEYS = ("scale", "scales", "training", "threads", "device", *SECTIONS)
+TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", *SECTIONS)
 DATA_MODES = ("real", "standin")
 SCALE_KEYS = ("data", "caps", "description")
 CAP_KEYS = ("rounds", "num_clients", "clients_per_round")

@@ -8,7 +8,7 @@ See docs/architecture.md for where each paper's idea plugs in.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -16,6 +16,21 @@ import torch.nn.functional as F
 from fedbench.engine.functional import Apply, Params, tree_sub, weighted_mean
 
 State = dict[str, Any]
+
+
+class Batch(NamedTuple):
+    """One local mini-batch; `mask` (1 = real sample) is None unless an executor pads batches."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+    mask: torch.Tensor | None = None
+
+
+def masked_mean(per_sample: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Mean over the real samples of a (possibly padded) batch."""
+    if mask is None:
+        return per_sample.mean()
+    return (per_sample * mask).sum() / mask.sum().clamp(min=1)
 
 
 @dataclass(frozen=True)
@@ -72,16 +87,15 @@ class Algorithm:
         return None
 
     def local_loss(
-        self,
-        apply: Apply,
-        params: Params,
-        x: torch.Tensor,
-        y: torch.Tensor,
-        carry: State,
-        noise: torch.Tensor | None,
+        self, apply: Apply, params: Params, batch: Batch, carry: State, noise: torch.Tensor | None
     ) -> torch.Tensor:
         """The loss one local step differentiates (mean cross-entropy)."""
-        return F.cross_entropy(apply(params, x), y)
+        return self.data_loss(apply, params, batch)
+
+    def data_loss(self, apply: Apply, params: Params, batch: Batch) -> torch.Tensor:
+        """Mean cross-entropy of `params` over the batch's real samples."""
+        logits = apply(params, batch.x)
+        return masked_mean(F.cross_entropy(logits, batch.y, reduction="none"), batch.mask)
 
     def correct_grads(self, grads: Params, params: Params, carry: State) -> Params:
         """Adjust gradients before the optimiser step (SCAFFOLD's control-variate correction)."""

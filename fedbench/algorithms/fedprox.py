@@ -31,10 +31,9 @@ class FedProx(Algorithm):
     def client_begin(self, global_params, server_state, client_state, ctx: ClientContext):
         return dict(global_params), {"anchor": global_params}
 
-    def local_loss(self, apply, params: Params, x, y, carry: State, noise) -> torch.Tensor:
-        return super().local_loss(apply, params, x, y, carry, noise) + self.mu * prox_term(
-            params, carry["anchor"], self.prox
-        )
+    def local_loss(self, apply, params: Params, batch, carry: State, noise) -> torch.Tensor:
+        prox = prox_term(params, carry["anchor"], self.prox)
+        return self.data_loss(apply, params, batch) + self.mu * prox
 
 
 def prox_term(params: Params, anchor: Params, form: str) -> torch.Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.func import grad_and_value
 
-from fedbench.algorithms.base import Algorithm, State
+from fedbench.algorithms.base import Algorithm, Batch, State
 from fedbench.engine.functional import Apply, Params, sgd_init, sgd_step
 
 
@@ -25,7 +25,7 @@ def local_train(
     """Run the local steps; return the trained parameters and the mean training loss (a tensor)."""
 
     def loss_fn(p: Params, xb: torch.Tensor, yb: torch.Tensor, nz) -> torch.Tensor:
-        return algo.local_loss(apply, p, xb, yb, carry, nz)
+        return algo.local_loss(apply, p, Batch(xb, yb), carry, nz)
 
     step_grad = grad_and_value(loss_fn)
     buf = sgd_init(params)

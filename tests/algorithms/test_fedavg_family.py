@@ -1,9 +1,10 @@
 """Equivalence tests to FedAvg and analytic tests of each algorithm's own term."""
 
+import pytest
 import torch
 
 from fedbench.algorithms import build_algorithm
-from fedbench.algorithms.base import ClientContext
+from fedbench.algorithms.base import Batch, ClientContext, masked_mean
 from fedbench.algorithms.fedprox import prox_term
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
@@ -45,8 +46,9 @@ def test_fedprox_gradient_of_its_term():
     algo = build_algorithm("fedprox", mu=0.5)
     p = {"w": torch.tensor([2.0, -1.0], requires_grad=True)}
     carry = {"anchor": {"w": torch.tensor([1.0, 1.0])}}
-    loss = algo.local_loss(lambda params, x: x @ params["w"].unsqueeze(1).expand(2, 2) * 0, p,
-                           torch.zeros(1, 2), torch.zeros(1, dtype=torch.long), carry, None)  # fmt: skip
+    batch = Batch(torch.zeros(1, 2), torch.zeros(1, dtype=torch.long))
+    # The model ignores w, so only the proximal term has a gradient.
+    loss = algo.local_loss(lambda params, x: torch.zeros(len(x), 3), p, batch, carry, None)
     (g,) = torch.autograd.grad(loss, [p["w"]])
     # d/dw [CE(const logits) + mu/2 ||w - a||^2] = mu (w - a) = 0.5 * (1, -2)
     torch.testing.assert_close(g, torch.tensor([0.5, -1.0]))
@@ -80,3 +82,10 @@ def test_scaffold_control_variates_by_hand():
     torch.testing.assert_close(new["c"]["w"], torch.tensor([0.5, 1.0]))
     torch.testing.assert_close(msg["delta_c"]["w"], torch.tensor([0.5, -1.0]))
     torch.testing.assert_close(msg["delta"]["w"], torch.tensor([-0.4, 0.4]))
+
+
+def test_masked_mean_ignores_padding():
+    per = torch.tensor([1.0, 3.0, 100.0])
+    assert masked_mean(per, torch.tensor([1.0, 1.0, 0.0])).item() == 2.0
+    assert masked_mean(per, None).item() == pytest.approx(104 / 3)
+    assert masked_mean(per, torch.zeros(3)).item() == 0.0
