@@ -41,3 +41,9 @@ def tiny():
     fed = make_federation()
     model = build_model("mlp", (6,), 3, init_seed=1, hidden=5)
     return fed, make_apply(model), params_of(model)
+
+
+@pytest.fixture
+def federation_factory():
+    """`make_federation` itself, for tests that need a differently shaped federation."""
+    return make_federation

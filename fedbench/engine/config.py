@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-EXECUTORS = ("sequential",)
+EXECUTORS = ("auto", "sequential", "vectorised")
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,9 @@ class TrainConfig:
     weight_decay: float = 0.0
     eval_every: int = 1
     eval_batch_size: int = 1024
-    executor: str = "sequential"
+    executor: str = "auto"  # auto = vectorised where exact for the model, else sequential
+    chunk_size: int | None = None  # clients per vmapped chunk; None = from the memory budget
+    memory_budget_mb: int = 2048
 
     def __post_init__(self):
         def bad(key: str, why: str):
@@ -62,6 +64,12 @@ class TrainConfig:
             bad("momentum", "must be in [0, 1)")
         if self.weight_decay < 0:
             bad("weight_decay", "must be >= 0")
+        if self.chunk_size is not None and (
+            not isinstance(self.chunk_size, int) or self.chunk_size < 1
+        ):
+            bad("chunk_size", "must be a positive integer or null")
+        if not isinstance(self.memory_budget_mb, int) or self.memory_budget_mb < 1:
+            bad("memory_budget_mb", "must be a positive integer")
         if self.executor not in EXECUTORS:
             bad("executor", f"must be one of {EXECUTORS}")
 

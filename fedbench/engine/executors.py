@@ -101,5 +101,3 @@ class SequentialExecutor:
             losses.append(loss)
         return RoundOutput(stack_messages(messages), states, torch.stack(losses))
 
-
-EXECUTOR_CLASSES = {"sequential": SequentialExecutor}

@@ -17,9 +17,10 @@ from fedbench.engine.evaluate import (
     evaluate_clients_shared,
     evaluate_global,
 )
-from fedbench.engine.executors import EXECUTOR_CLASSES, RoundJob
+from fedbench.engine.executors import RoundJob, SequentialExecutor
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Apply, Params, tree_all_finite
+from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import distribution_pack
 from fedbench.rng import Streams
 
@@ -90,9 +91,18 @@ def run_rounds(
     streams: Streams,
     init_params: Params,
     on_record: Callable[[dict[str, Any]], None] | None = None,
+    executor: str | None = None,
 ) -> RunState:
-    """Train for cfg.rounds rounds; every evaluation round appends one record."""
-    executor = EXECUTOR_CLASSES[cfg.executor]()
+    """Train for cfg.rounds rounds; every evaluation round appends one record.
+
+    `executor` overrides cfg.executor; `auto` means vectorised here (run.py resolves `auto`
+    against the model before calling, falling back to sequential where vmap is not exact).
+    """
+    name = executor or cfg.executor
+    if name == "sequential":
+        runner = SequentialExecutor()
+    else:
+        runner = VectorisedExecutor(cfg.chunk_size, cfg.memory_budget_mb)
     K = fed.num_clients
     state = RunState(
         global_params=dict(init_params),
@@ -118,7 +128,7 @@ def run_rounds(
                 [fed.train[i] for i in train_ids], cfg.eval_batch_size,
             )  # fmt: skip
             pre_losses = dict(zip(train_ids, losses))
-        out = executor.run(
+        out = runner.run(
             RoundJob(
                 algo, apply, fed, cfg, streams, t, lr, state.global_params,
                 state.server_state, state.client_states, train_ids, pre_losses,

@@ -19,6 +19,7 @@ from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.vectorised import resolve_executor
 from fedbench.io import write_jsonl, write_yaml
 from fedbench.models import build_model
 from fedbench.rng import Streams
@@ -76,6 +77,8 @@ def execute_run(
     fed = Federation.from_arrays(
         ds.x_train, ds.y_train, part.train, part.test, ds.x_test, ds.y_test, ds.num_classes, dev
     )
+    executor, why = resolve_executor(cfg.executor, model)
+    log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)
     started = time.perf_counter()
 
     def progress(record: dict[str, Any]) -> None:
@@ -91,7 +94,9 @@ def execute_run(
             elapsed, eta,
         )  # fmt: skip
 
-    state = run_rounds(algo, make_apply(model), fed, cfg, streams, params_of(model), progress)
+    state = run_rounds(
+        algo, make_apply(model), fed, cfg, streams, params_of(model), progress, executor
+    )
     write_jsonl(metrics_path, state.records)
     info = {
         "run": {
@@ -112,7 +117,8 @@ def execute_run(
         "torch_version": torch.__version__,
         "python_version": platform.python_version(),
         "device": str(dev),
-        "executor": cfg.executor,
+        "executor": executor,
+        "executor_reason": why,
         "threads": threads,
     }
     write_yaml(run_yaml_path, info)

@@ -1,0 +1,93 @@
+"""The vectorised executor gives the sequential executor's numbers, for every algorithm."""
+
+import pytest
+import torch
+
+from fedbench.algorithms import ALGORITHMS, build_algorithm
+from fedbench.engine.config import TrainConfig
+from fedbench.engine.loop import run_rounds
+from fedbench.engine.vectorised import chunk_size, resolve_executor
+from fedbench.models import build_model
+from fedbench.rng import Streams
+
+# Uneven client sizes so some clients run fewer steps and last batches are short.
+CFG = dict(rounds=5, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=3, momentum=0.9,
+           weight_decay=1e-3, eval_every=1)  # fmt: skip
+PARAMS = {"fedprox": {"mu": 0.1}}
+
+
+def _uneven(tiny_fed):
+    tiny_fed.train[1] = tiny_fed.train[1][:5]
+    tiny_fed.train[2] = tiny_fed.train[2][:2]
+    return tiny_fed
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+@pytest.mark.parametrize("chunk", [None, 2])
+def test_executors_agree(name, chunk, tiny):
+    fed, apply, p0 = tiny
+    fed = _uneven(fed)
+    algo = build_algorithm(name, **PARAMS.get(name, {}))
+    runs = {}
+    for ex in ("sequential", "vectorised"):
+        cfg = TrainConfig(**CFG, chunk_size=chunk)
+        runs[ex] = run_rounds(algo, apply, fed, cfg, Streams(5), p0, executor=ex)
+    seq, vec = runs["sequential"], runs["vectorised"]
+    for k in seq.global_params:
+        diff = (seq.global_params[k] - vec.global_params[k]).abs().max().item()
+        assert diff <= 1e-5, (k, diff)
+    for a, b in zip(seq.records, vec.records):
+        for proto, summary in a["summary"].items():
+            for metric, pack in summary.items():
+                for stat, value in pack.items():
+                    assert b["summary"][proto][metric][stat] == pytest.approx(value, abs=1e-4)
+        assert b["train_loss"] == pytest.approx(a["train_loss"], abs=1e-4)
+
+
+def test_round_params_agree_on_a_cnn():
+    import numpy as np
+
+    from fedbench.engine.federation import Federation
+    from fedbench.engine.functional import make_apply, params_of
+
+    rng = np.random.default_rng(0)
+    x = rng.random((30, 1, 12, 12), dtype=np.float32)
+    y = rng.integers(0, 10, 30)
+    idx = np.arange(30).reshape(3, 10)
+    fed = Federation.from_arrays(x, y, list(idx[:, :7]), list(idx[:, 7:]), x[:0], y[:0], 10,
+                                 torch.device("cpu"))  # fmt: skip
+    model = build_model("twocnn", (1, 12, 12), 10, init_seed=0, hidden=16, channels=(4, 8))
+    cfg = TrainConfig(rounds=1, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=3)
+    out = [run_rounds(build_algorithm("fedavg"), make_apply(model), fed, cfg, Streams(1),
+                      params_of(model), executor=ex) for ex in ("sequential", "vectorised")]  # fmt: skip
+    for k in out[0].global_params:
+        assert (out[0].global_params[k] - out[1].global_params[k]).abs().max() <= 1e-5
+
+
+def test_auto_picks_vectorised_without_batchnorm_and_says_why():
+    name, why = resolve_executor("auto", build_model("twonn", (1, 28, 28), 10, init_seed=0))
+    assert name == "vectorised" and "exact" in why
+    bn = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+    name, why = resolve_executor("auto", bn)
+    assert name == "sequential" and "BatchNorm" in why
+    assert resolve_executor("sequential", bn) == ("sequential", "requested")
+
+
+def test_chunk_size_fits_budget():
+    assert chunk_size(1000, 10, 784, 1, 7) == 7
+    n = chunk_size(200_000, 10, 784, 100, None)
+    assert n >= 1 and n * 4 * (8 * 200_000) <= 100 * 2**20
+    assert chunk_size(10**9, 10, 784, 1, None) == 1
+
+
+def test_many_clients_in_chunks_agree(federation_factory):
+    fed = federation_factory(num_clients=12, per_client=8)
+    model = build_model("mlp", (6,), 3, init_seed=2, hidden=4)
+    from fedbench.engine.functional import make_apply, params_of
+
+    cfg = TrainConfig(rounds=2, batch_size=3, lr=0.1, local_epochs=1, clients_per_round=12,
+                      chunk_size=5)  # fmt: skip
+    a, b = (run_rounds(build_algorithm("scaffold"), make_apply(model), fed, cfg, Streams(0),
+                       params_of(model), executor=ex) for ex in ("sequential", "vectorised"))  # fmt: skip
+    for k in a.global_params:
+        assert (a.global_params[k] - b.global_params[k]).abs().max() <= 1e-5
