@@ -62,7 +62,7 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
         if sc.get("data", "real") not in DATA_MODES:
             raise ConfigError(f"scales.{name}.data: must be one of {DATA_MODES}")
         _keys(f"scales.{name}.caps", sc.get("caps", {}), CAP_KEYS)
-    if catalog.get("scale", "paper") not in scales:
+    if catalog.get("scale") is not None and catalog["scale"] not in scales:
         raise ConfigError(f"scale: {catalog.get('scale')!r} is not one of {sorted(scales)}")
     for name, e in catalog["datasets"].items():
         _keys(f"datasets.{name}", e, ("source", "params", "training", "description"))
@@ -98,7 +98,10 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
                     _check_training_keys(e["training"])
                 except ValueError as err:
                     raise ConfigError(f"{section}.{name}.{err}") from None
-    _check_training_keys(catalog.get("training", {}))
+    try:
+        _check_training_keys(catalog.get("training", {}))
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _check_training_keys(block: dict) -> None:

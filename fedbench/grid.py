@@ -202,3 +202,42 @@ def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
             resolve_run(catalog, scale, key.dataset, key.partition, key.model, key.algorithm, key.seed)
         except ValueError as err:
             raise ConfigError(f"{grid.name}: run {key.folder(scale)}: {err}") from None
+
+
+def _spec_fields(grid: Grid, kind: str, name: str, catalog: dict, scale: str) -> dict[str, Any]:
+    out = grid.outputs(kind)[name]
+    return {
+        "paper": grid.name,
+        "name": name,
+        "caption": out.get("caption", ""),
+        "metric": out["metric"],
+        "protocol": out["protocol"],
+        "stat": out["stat"],
+        "percent": bool(out.get("percent", False)),
+        "rows": [{"id": r["id"], "label": r.get("label", r["id"])} for r in out["rows"]],
+        "columns": column_labels(grid, kind, name, catalog, scale),
+        "cells": {
+            cell: [Path(k.folder(scale)) for k in keys]
+            for cell, keys in cells(grid, kind, name, catalog, scale).items()
+        },
+        "scale": scale,
+    }
+
+
+def table_spec(grid: Grid, name: str, catalog: dict, scale: str):
+    """The report's TableSpec of one grid table."""
+    from fedbench.report import TableSpec
+
+    out = grid.outputs("tables")[name]
+    return TableSpec(
+        **_spec_fields(grid, "tables", name, catalog, scale),
+        round=out.get("round", "final"),
+        decimals=out.get("decimals", 2),
+    )
+
+
+def figure_spec(grid: Grid, name: str, catalog: dict, scale: str):
+    """The report's FigureSpec of one grid figure."""
+    from fedbench.report import FigureSpec
+
+    return FigureSpec(**_spec_fields(grid, "figures", name, catalog, scale))

@@ -114,7 +114,7 @@ def execute_run(
         "spec": spec,
         "fedbench_version": fedbench.__version__,
         "git_commit": git_commit(),
-        "torch_version": torch.__version__,
+        "torch_version": str(torch.__version__),
         "python_version": platform.python_version(),
         "device": str(dev),
         "executor": executor,

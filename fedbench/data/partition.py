@@ -1,0 +1,313 @@
+"""Seeded partitioners: index arrays into the training pool, one sorted int64 array per client."""
+
+from __future__ import annotations
+
+import json
+import os
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedbench.io import atomic_path
+
+ASSIGNMENTS = ("sorted_roundrobin", "random")
+
+
+def _check_clients(num_clients: int, n: int) -> None:
+    if int(num_clients) != num_clients or num_clients < 1:
+        raise ValueError(f"num_clients must be a positive integer, got {num_clients!r}")
+    if num_clients > n:
+        raise ValueError(f"num_clients={num_clients} exceeds the {n} samples available")
+
+
+def _as_clients(parts: list[np.ndarray]) -> list[np.ndarray]:
+    return [np.sort(np.asarray(p, dtype=np.int64)) for p in parts]
+
+
+def iid(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """A random permutation dealt into num_clients near-equal parts."""
+    _check_clients(num_clients, n)
+    return _as_clients(np.array_split(rng.permutation(n), num_clients))
+
+
+def shards(
+    labels: np.ndarray,
+    num_clients: int,
+    shards_per_client: int,
+    rng: np.random.Generator,
+    assignment: str = "sorted_roundrobin",
+) -> list[np.ndarray]:
+    """Label-sorted shards of equal size, shards_per_client per client (McMahan et al., 2017).
+
+    The n mod (num_clients * shards_per_client) samples at the end of the label order are left
+    out. assignment "sorted_roundrobin" gives shard s to client s mod K (SuPerFed's code, no
+    randomness); "random" shuffles the shard ids and deals them out (the FedAvg paper).
+    """
+    labels = np.asarray(labels)
+    if int(shards_per_client) != shards_per_client or shards_per_client < 1:
+        raise ValueError(f"shards_per_client must be a positive integer, got {shards_per_client!r}")
+    _check_clients(num_clients * shards_per_client, len(labels))
+    num_shards = num_clients * shards_per_client
+    size = len(labels) // num_shards
+    order = np.argsort(labels, kind="stable")[: num_shards * size].reshape(num_shards, size)
+    if assignment == "sorted_roundrobin":
+        owner = np.arange(num_shards) % num_clients
+    elif assignment == "random":
+        owner = np.empty(num_shards, dtype=np.int64)
+        owner[rng.permutation(num_shards)] = np.repeat(np.arange(num_clients), shards_per_client)
+    else:
+        raise ValueError(f"assignment must be one of {ASSIGNMENTS}, got {assignment!r}")
+    return _as_clients([order[owner == k].ravel() for k in range(num_clients)])
+
+
+def _dirichlet(
+    labels: np.ndarray,
+    num_clients: int,
+    alpha: float,
+    rng: np.random.Generator,
+    min_size: int,
+    max_tries: int,
+) -> tuple[list[np.ndarray], dict[str, Any]]:
+    labels = np.asarray(labels)
+    n = len(labels)
+    if not np.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    _check_clients(num_clients, n)
+    if min_size < 0 or min_size * num_clients > n:
+        raise ValueError(
+            f"min_size={min_size} is impossible: min_size * num_clients = "
+            f"{min_size * num_clients} exceeds the {n} samples"
+        )
+    if max_tries < 1:
+        raise ValueError(f"max_tries must be >= 1, got {max_tries}")
+    classes, counts = np.unique(labels, return_counts=True)
+    # Sizes are decided first (cheap), samples are dealt once a draw is accepted.
+    take = np.zeros((len(classes), num_clients), dtype=np.int64)
+    take[:, 0] = counts  # only used if every draw were non-finite; the repair then spreads it
+    tries = 0
+    while tries < max_tries:
+        tries += 1
+        p = rng.dirichlet(np.full(num_clients, float(alpha)), size=len(classes))
+        if not np.all(np.isfinite(p)):
+            continue
+        cum = np.floor(np.cumsum(p, axis=1) * counts[:, None]).astype(np.int64)
+        cum[:, -1] = counts
+        take = np.diff(cum, axis=1, prepend=0)  # (classes, clients)
+        if take.sum(axis=0).min() >= min_size:
+            break
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for c, row in zip(classes, take, strict=True):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        for k, chunk in enumerate(np.split(idx, np.cumsum(row)[:-1])):
+            parts[k].append(chunk)
+    clients = [np.concatenate(p) for p in parts]
+    moved = _repair(clients, min_size)
+    return _as_clients(clients), {"tries": tries, "repaired_samples": moved}
+
+
+def _repair(clients: list[np.ndarray], min_size: int) -> int:
+    """Move samples from the largest clients to those under min_size, in place; count moved."""
+    moved = 0
+    while True:
+        sizes = np.array([len(c) for c in clients])
+        short = int(np.argmin(sizes))
+        if sizes[short] >= min_size:
+            return moved
+        donor = int(np.argmax(sizes))
+        give = int(min(min_size - sizes[short], sizes[donor] - min_size))
+        clients[short] = np.concatenate([clients[short], clients[donor][-give:]])
+        clients[donor] = clients[donor][:-give]
+        moved += give
+
+
+def dirichlet(
+    labels: np.ndarray,
+    num_clients: int,
+    alpha: float,
+    rng: np.random.Generator,
+    min_size: int = 10,
+    max_tries: int = 100,
+) -> list[np.ndarray]:
+    """Label-Dirichlet split (Hsu et al., 2019): each class divided by p ~ Dir(alpha * 1_K).
+
+    Redrawn until every client holds >= min_size samples; after max_tries the last draw is
+    repaired deterministically by moving samples from the largest clients, so it always ends.
+    """
+    return _dirichlet(labels, num_clients, alpha, rng, min_size, max_tries)[0]
+
+
+def natural(groups: np.ndarray) -> list[np.ndarray]:
+    """One client per distinct group id (in increasing id order)."""
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or len(groups) == 0:
+        raise ValueError("natural partition needs a non-empty 1-D array of group ids")
+    order = np.argsort(groups, kind="stable")
+    _, starts = np.unique(groups[order], return_index=True)
+    return _as_clients(np.split(order, starts[1:]))
+
+
+def split_train_test(
+    clients: list[np.ndarray], test_fraction: float, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per client, a random int(test_fraction * n_k) samples for test, the rest for training."""
+    if not 0.0 <= test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
+    train, test = [], []
+    for c in clients:
+        perm = rng.permutation(np.asarray(c, dtype=np.int64))
+        cut = int(test_fraction * len(perm))
+        test.append(np.sort(perm[:cut]))
+        train.append(np.sort(perm[cut:]))
+    return train, test
+
+
+@dataclass
+class Partition:
+    """Per-client train and test index arrays into the training pool, and how they were made."""
+
+    train: list[np.ndarray]
+    test: list[np.ndarray]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def _pack(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([len(p) for p in parts])
+    flat = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+    return flat, offsets
+
+
+def _unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
+    if (
+        offsets.ndim != 1
+        or offsets[0] != 0
+        or offsets[-1] != len(flat)
+        or np.any(np.diff(offsets) < 0)
+    ):
+        raise ValueError("offsets do not match the index array")
+    return [flat[a:b].astype(np.int64) for a, b in zip(offsets[:-1], offsets[1:], strict=True)]
+
+
+def save_partition(path: str | os.PathLike, p: Partition) -> None:
+    """Write a partition to .npz atomically: concatenated indices + offsets, meta as JSON."""
+    if len(p.train) != len(p.test):
+        raise ValueError(f"partition has {len(p.train)} train but {len(p.test)} test clients")
+    train, train_off = _pack(p.train)
+    test, test_off = _pack(p.test)
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(
+            f,
+            train=train,
+            train_offsets=train_off,
+            test=test,
+            test_offsets=test_off,
+            meta=np.array(json.dumps(p.meta, sort_keys=True)),
+        )
+
+
+def load_partition(path: str | os.PathLike) -> Partition:
+    """Read a partition written by `save_partition`; a damaged file is named in the error."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"partition file {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k] for k in z.files}
+        train = _unpack(a["train"], a["train_offsets"])
+        test = _unpack(a["test"], a["test_offsets"])
+        meta = json.loads(str(a["meta"]))
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(
+            f"partition file {path} is corrupt or not a fedbench partition "
+            f"({type(err).__name__}: {err}); delete it and partition again"
+        ) from None
+    if len(train) != len(test):
+        raise ValueError(f"partition file {path}: train and test client counts differ")
+    return Partition(train, test, meta)
+
+
+@dataclass(frozen=True)
+class Partitioner:
+    """A partition kind: how to build it and which spec keys it takes."""
+
+    build: Callable[..., tuple[list[np.ndarray], dict[str, Any]]]
+    required: tuple[str, ...]
+    defaults: dict[str, Any]
+
+
+def _build_iid(labels, groups, rng, num_clients):
+    return iid(len(labels), num_clients, rng), {}
+
+
+def _build_shards(labels, groups, rng, num_clients, shards_per_client, assignment):
+    clients = shards(labels, num_clients, shards_per_client, rng, assignment)
+    return clients, {"left_out": int(len(labels) - sum(len(c) for c in clients))}
+
+
+def _build_dirichlet(labels, groups, rng, num_clients, alpha, min_size, max_tries):
+    return _dirichlet(labels, num_clients, alpha, rng, min_size, max_tries)
+
+
+def _build_natural(labels, groups, rng, num_clients):
+    if groups is None:
+        raise ValueError("partition kind 'natural' needs a dataset with groups (natural clients)")
+    clients = natural(groups)
+    info: dict[str, Any] = {"groups_available": len(clients)}
+    if num_clients is not None and num_clients < len(clients):
+        keep = np.sort(rng.choice(len(clients), size=int(num_clients), replace=False))
+        clients = [clients[i] for i in keep]
+        info["groups_kept"] = keep.tolist()
+    return clients, info
+
+
+PARTITIONERS: dict[str, Partitioner] = {
+    "iid": Partitioner(_build_iid, ("num_clients",), {}),
+    "shards": Partitioner(
+        _build_shards, ("num_clients", "shards_per_client"), {"assignment": "sorted_roundrobin"}
+    ),
+    "dirichlet": Partitioner(
+        _build_dirichlet, ("num_clients", "alpha"), {"min_size": 10, "max_tries": 100}
+    ),
+    "natural": Partitioner(_build_natural, (), {"num_clients": None}),
+}
+COMMON_KEYS = {"test_fraction": 0.0}  # every kind
+LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
+
+
+def make_partition(
+    labels: np.ndarray, groups: np.ndarray | None, spec: dict[str, Any], rng: np.random.Generator
+) -> Partition:
+    """Build the partition a catalog entry describes, then split each client into train/test."""
+    kind = spec.get("kind")
+    if kind not in PARTITIONERS:
+        raise ValueError(f"partition kind {kind!r} is unknown; valid: {sorted(PARTITIONERS)}")
+    p = PARTITIONERS[kind]
+    valid = {"kind", *p.required, *p.defaults, *COMMON_KEYS, *LABEL_KEYS}
+    unknown = sorted(set(spec) - valid)
+    if unknown:
+        raise ValueError(f"{kind} partition: unknown key(s) {unknown}; valid: {sorted(valid)}")
+    missing = [k for k in p.required if k not in spec]
+    if missing:
+        raise ValueError(f"{kind} partition: missing key(s) {missing}; valid: {sorted(valid)}")
+    params = {**p.defaults, **{k: spec[k] for k in (*p.required, *p.defaults) if k in spec}}
+    test_fraction = float(spec.get("test_fraction", COMMON_KEYS["test_fraction"]))
+    labels = np.asarray(labels)
+    clients, info = p.build(labels, groups, rng, **params)
+    train, test = split_train_test(clients, test_fraction, rng)
+    meta = {
+        "kind": kind,
+        "params": params,
+        "test_fraction": test_fraction,
+        "num_samples": int(len(labels)),
+        "num_clients": len(clients),
+        "client_sizes": [len(c) for c in clients],
+        "train_sizes": [len(t) for t in train],
+        "test_sizes": [len(t) for t in test],
+        **info,
+        **{k: spec[k] for k in LABEL_KEYS if k in spec},
+    }
+    return Partition(train, test, meta)

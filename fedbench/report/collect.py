@@ -1,0 +1,228 @@
+"""Read run directories (metrics.jsonl + run.yaml) into tidy pandas frames."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from fedbench.io import read_jsonl
+
+RUN_KEYS = ("scale", "dataset", "partition", "model", "algorithm", "seed")
+RUN_FRAME_COLUMNS = (
+    *RUN_KEYS, "round", "status", "protocol", "metric", "stat", "value", "standin", "run_dir",
+)  # fmt: skip
+CLIENT_FRAME_COLUMNS = (
+    *RUN_KEYS, "round", "protocol", "client", "n", "metric", "value", "standin", "run_dir",
+)  # fmt: skip
+GLOBAL_TEST = "global_test"
+TRAIN = "train"
+VALUE = "value"
+
+
+class RunDataError(ValueError):
+    """A run directory whose files are missing, unreadable or inconsistent."""
+
+
+@dataclass(frozen=True)
+class RunData:
+    """One run: its run.yaml content and its evaluation records, in file order."""
+
+    run_dir: Path
+    info: dict[str, Any]
+    records: list[dict[str, Any]]
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """scale, dataset, partition, model, algorithm, seed."""
+        return {k: self.info["run"][k] for k in RUN_KEYS}
+
+    @property
+    def status(self) -> str:
+        """'ok' or 'diverged'."""
+        return self.info["status"]
+
+    @property
+    def diverged_round(self) -> int | None:
+        """The round at which training diverged, or None."""
+        return self.info.get("diverged_round")
+
+    @property
+    def standin(self) -> bool:
+        """True when the run trained on generated stand-in data."""
+        return bool(self.info["standin"])
+
+    @property
+    def ok_records(self) -> list[dict[str, Any]]:
+        """Evaluation records with metrics (the diverged marker line excluded)."""
+        return [r for r in self.records if r.get("status") == "ok"]
+
+
+def _read_run_yaml(path: Path) -> dict[str, Any]:
+    """Load and check run.yaml."""
+    if not path.is_file():
+        raise RunDataError(f"{path}: run.yaml is missing")
+    try:
+        info = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise RunDataError(f"{path}: cannot parse run.yaml: {err}") from err
+    if not isinstance(info, dict):
+        raise RunDataError(f"{path}: run.yaml is not a mapping")
+    missing = [k for k in ("run", "status", "standin", "rounds") if k not in info]
+    if missing:
+        raise RunDataError(f"{path}: run.yaml lacks key(s) {missing}")
+    run = info["run"]
+    if not isinstance(run, dict) or any(k not in run for k in RUN_KEYS):
+        raise RunDataError(f"{path}: run.yaml 'run' must hold {list(RUN_KEYS)}")
+    if info["status"] not in ("ok", "diverged"):
+        raise RunDataError(f"{path}: unknown status {info['status']!r} (expected ok or diverged)")
+    return info
+
+
+def _read_metrics(path: Path) -> list[dict[str, Any]]:
+    """Load and check metrics.jsonl."""
+    if not path.is_file():
+        raise RunDataError(f"{path}: metrics.jsonl is missing")
+    try:
+        records = read_jsonl(path)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunDataError(f"{path}: cannot parse metrics.jsonl: {err}") from err
+    if not records:
+        raise RunDataError(f"{path}: metrics.jsonl has no records")
+    for i, r in enumerate(records, start=1):
+        if not isinstance(r, dict) or not isinstance(r.get("round"), int):
+            raise RunDataError(f"{path}: line {i} is not an object with an integer 'round'")
+        status = r.get("status")
+        if status == "diverged":
+            if i != len(records):
+                raise RunDataError(f"{path}: line {i} is a 'diverged' record but not the last")
+        elif status != "ok":
+            raise RunDataError(f"{path}: line {i} has unknown status {status!r}")
+        elif not isinstance(r.get("summary"), dict) or not isinstance(r.get("clients"), dict):
+            raise RunDataError(f"{path}: line {i} (round {r['round']}) lacks summary/clients")
+    rounds = [r["round"] for r in records]
+    if rounds != sorted(set(rounds)):
+        raise RunDataError(f"{path}: rounds are not strictly increasing: {rounds}")
+    return records
+
+
+def load_run(run_dir: str | Path) -> RunData:
+    """Read one run directory, checking that run.yaml and metrics.jsonl agree."""
+    run_dir = Path(run_dir)
+    info = _read_run_yaml(run_dir / "run.yaml")
+    records = _read_metrics(run_dir / "metrics.jsonl")
+    last = records[-1]
+    if info["status"] == "diverged":
+        if last["status"] != "diverged" or info.get("diverged_round") != last["round"]:
+            raise RunDataError(
+                f"{run_dir}: run.yaml says diverged at round {info.get('diverged_round')} but "
+                f"metrics.jsonl ends with a {last['status']!r} record at round {last['round']}"
+            )
+    elif last["status"] != "ok" or last["round"] != info["rounds"]:
+        raise RunDataError(
+            f"{run_dir}: run.yaml says ok with {info['rounds']} rounds but metrics.jsonl ends "
+            f"with a {last['status']!r} record at round {last['round']} (incomplete run?)"
+        )
+    return RunData(run_dir, info, records)
+
+
+def _finite(x: Any) -> float:
+    """A float (NaN for None), so missing values stay visible as NaN."""
+    return float("nan") if x is None else float(x)
+
+
+def record_values(record: dict[str, Any]) -> Iterable[tuple[str, str, str, float]]:
+    """(protocol, metric, stat, value) of one ok record: packs, global test set, training loss."""
+    for protocol, pack in record["summary"].items():
+        for metric, stats in pack.items():
+            for stat, value in stats.items():
+                yield protocol, metric, stat, _finite(value)
+    glob = record.get(GLOBAL_TEST)
+    if glob is not None:
+        for metric, value in glob.items():
+            if metric != "n":
+                yield GLOBAL_TEST, metric, VALUE, _finite(value)
+    if "train_loss" in record:
+        yield TRAIN, "loss", VALUE, _finite(record["train_loss"])
+
+
+def run_series(run: RunData, protocol: str, metric: str, stat: str) -> pd.Series:
+    """One quantity over the evaluated rounds (index: round); error if the run never has it."""
+    points = {
+        r["round"]: v
+        for r in run.ok_records
+        for p, m, s, v in record_values(r)
+        if (p, m, s) == (protocol, metric, stat)
+    }
+    if not points and run.ok_records:
+        have = sorted({(p, m, s) for r in run.ok_records for p, m, s, _ in record_values(r)})
+        protocols = sorted({p for p, _, _ in have})
+        metrics = sorted({m for p, m, _ in have if p == protocol})
+        raise RunDataError(
+            f"{run.run_dir}: no {protocol}/{metric}/{stat} in metrics.jsonl "
+            f"(protocols: {protocols}; metrics under {protocol!r}: {metrics})"
+        )
+    return pd.Series(points, name=f"{protocol}/{metric}/{stat}", dtype="float64").rename_axis(
+        "round"
+    )
+
+
+def collect_runs(run_dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy frame: one row per (run, round, protocol, metric, stat); diverged marker rows have NaN.
+
+    Protocols are those of `summary` plus "global_test" (stat "value") and "train" (metric "loss",
+    stat "value": the mean training loss of the round). A diverged run contributes one extra row
+    at its divergence round with status "diverged" and protocol/metric/stat/value empty.
+    """
+    cols: dict[str, list] = {c: [] for c in RUN_FRAME_COLUMNS}
+    for run_dir in run_dirs:
+        run = load_run(run_dir)
+        fixed = {**run.key, "standin": run.standin, "run_dir": str(run.run_dir)}
+        for r in run.records:
+            rows = list(record_values(r)) if r["status"] == "ok" else [(None, None, None, math.nan)]
+            for protocol, metric, stat, value in rows:
+                for k, v in fixed.items():
+                    cols[k].append(v)
+                cols["round"].append(r["round"])
+                cols["status"].append(r["status"])
+                cols["protocol"].append(protocol)
+                cols["metric"].append(metric)
+                cols["stat"].append(stat)
+                cols["value"].append(value)
+    return pd.DataFrame(cols).astype({"seed": "int64", "round": "int64", "value": "float64"})
+
+
+def collect_clients(run_dirs: Iterable[str | Path]) -> pd.DataFrame:
+    """Tidy frame of per-client values: one row per (run, round, protocol, client, metric)."""
+    cols: dict[str, list] = {c: [] for c in CLIENT_FRAME_COLUMNS}
+    for run_dir in run_dirs:
+        run = load_run(run_dir)
+        fixed = {**run.key, "standin": run.standin, "run_dir": str(run.run_dir)}
+        for r in run.ok_records:
+            for protocol, res in r["clients"].items():
+                ids, ns = res.get("ids", []), res.get("n", [])
+                metrics = [k for k in res if k not in ("ids", "n")]
+                for metric in metrics:
+                    if len(res[metric]) != len(ids) or len(ns) != len(ids):
+                        raise RunDataError(
+                            f"{run.run_dir / 'metrics.jsonl'}: round {r['round']}, protocol "
+                            f"{protocol!r}: {metric} has {len(res[metric])} values for "
+                            f"{len(ids)} client ids and {len(ns)} sizes"
+                        )
+                    for cid, n, value in zip(ids, ns, res[metric], strict=True):
+                        for k, v in fixed.items():
+                            cols[k].append(v)
+                        cols["round"].append(r["round"])
+                        cols["protocol"].append(protocol)
+                        cols["client"].append(cid)
+                        cols["n"].append(n)
+                        cols["metric"].append(metric)
+                        cols["value"].append(_finite(value))
+    types = {"seed": "int64", "round": "int64", "client": "int64", "n": "int64", "value": "float64"}
+    return pd.DataFrame(cols).astype(types)

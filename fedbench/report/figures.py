@@ -1,0 +1,130 @@
+"""Learning curves: one panel per column, one line per row, mean over seeds with a ±std band."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from fedbench.io import atomic_path
+from fedbench.report.collect import RunData, run_series
+from fedbench.report.layout import (
+    any_standin,
+    check_layout,
+    load_cells,
+    quantity_label,
+    warning_lines,
+)
+
+PANEL_SIZE = (4.2, 3.2)
+CHARS_PER_INCH = 10  # suptitle wrap width at fontsize 'medium'
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """One paper figure: the quantity over rounds and which runs feed which panel and line."""
+
+    paper: str
+    name: str
+    caption: str
+    metric: str
+    protocol: str
+    stat: str
+    percent: bool
+    rows: list[dict]
+    columns: list[dict]
+    cells: dict[tuple[str, str], list[Path]]
+    scale: str
+
+    def __post_init__(self) -> None:
+        """Reject an unknown stat, scale or a cell outside the rows × columns."""
+        check_layout(self)
+
+
+def seed_curves(runs: list[RunData], spec: FigureSpec) -> pd.DataFrame:
+    """Rounds × seeds frame of the quantity, finished runs only, rounds every seed evaluated."""
+    scale = 100.0 if spec.percent else 1.0
+    series = {
+        r.key["seed"]: run_series(r, spec.protocol, spec.metric, spec.stat) * scale
+        for r in runs
+        if r.status == "ok"
+    }
+    if not series:
+        return pd.DataFrame()
+    return pd.concat(series, axis=1).sort_index().dropna()
+
+
+def _draw_cell(ax, runs: list[RunData], spec: FigureSpec, label: str, color: str) -> None:
+    """Mean line and ±std band of one row in one panel; diverged runs dotted up to divergence."""
+    diverged = [r for r in runs if r.status != "ok"]
+    if diverged:
+        label += f" [{len(diverged)}/{len(runs)} diverged]"
+    curves = seed_curves(runs, spec)
+    if not curves.empty:
+        mean = curves.mean(axis=1)
+        ax.plot(mean.index, mean.values, color=color, label=label, lw=1.6)
+        if curves.shape[1] >= 2:
+            std = curves.std(axis=1, ddof=1)
+            ax.fill_between(mean.index, mean - std, mean + std, color=color, alpha=0.2, lw=0)
+        label = None
+    factor = 100.0 if spec.percent else 1.0
+    for run in diverged:
+        s = run_series(run, spec.protocol, spec.metric, spec.stat) * factor
+        ax.axvline(run.diverged_round, color=color, ls=":", lw=0.8, label=label)
+        label = None
+        if len(s):
+            ax.plot(s.index, s.values, color=color, ls=":", lw=1.0)
+            ax.plot([s.index[-1]], [s.iloc[-1]], "x", color=color)
+
+
+def make_figure(spec: FigureSpec) -> Figure:
+    """The matplotlib figure (not saved) for a spec."""
+    cells = load_cells(spec)
+    n = len(spec.columns)
+    width = max(6.0, PANEL_SIZE[0] * n)
+    fig = Figure(figsize=(width, PANEL_SIZE[1] + 1.2), layout="constrained")
+    axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
+    colors = [f"C{i % 10}" for i in range(len(spec.rows))]
+    ylabel = quantity_label(spec, spec.percent)
+    for ax, col in zip(axes, spec.columns, strict=True):
+        for row, color in zip(spec.rows, colors, strict=True):
+            runs = cells.get((str(row["id"]), str(col["id"])), [])
+            if runs:
+                _draw_cell(ax, runs, spec, str(row["label"]), color)
+        ax.set_title(str(col["label"]))
+        ax.set_xlabel("round")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(ylabel)
+    legend: dict[str, object] = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(text, handle)
+    if legend:
+        fig.legend(
+            list(legend.values()), list(legend), loc="outside lower center",
+            ncols=min(len(legend), 5), fontsize="small",
+        )  # fmt: skip
+    title = [
+        f"{spec.paper} {spec.name}: {spec.caption}",
+        f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)",
+        *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
+    ]
+    chars = int(width * CHARS_PER_INCH)
+    fig.suptitle("\n".join(textwrap.fill(t, chars) for t in title), fontsize="medium")
+    return fig
+
+
+def learning_curves(spec: FigureSpec, out_prefix: str | Path) -> list[Path]:
+    """Write out_prefix.png and .pdf atomically; return their paths."""
+    out_prefix = Path(out_prefix)
+    fig = make_figure(spec)
+    paths = []
+    for fmt, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None})):
+        path = out_prefix.with_name(f"{out_prefix.name}.{fmt}")
+        with atomic_path(path, suffix=f".{fmt}") as tmp:
+            fig.savefig(tmp, format=fmt, dpi=150, metadata=meta)
+        paths.append(path)
+    return paths

@@ -1,0 +1,308 @@
+"""Paper tables: the paper's value beside ours (mean ± std over seeds) and the difference."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from fedbench.io import write_text
+from fedbench.papers import PaperValues
+from fedbench.report.collect import RunData, run_series
+from fedbench.report.layout import (
+    LayoutError,
+    any_standin,
+    check_layout,
+    load_cells,
+    quantity_label,
+    warning_lines,
+)
+
+ROUND_MODES = ("final", "best")
+# Quantities where smaller is better, so "best round" takes the minimum.
+MIN_METRICS = ("loss", "ece", "mce")
+MIN_STATS = ("std", "gini")
+STD_NOTE = (
+    "mean ± sample standard deviation (ddof=1) over seeds of each run's value; no ± with "
+    "one seed; (n=k) = runs averaged; Δ = ours − paper"
+)
+DIVERGED_NOTE = (
+    "a cell reading 'diverged (round r)' had a run diverge at round r; a diverged run is never "
+    "averaged in (the CSV's ours_mean, n_runs and delta cover the finished seeds only)"
+)
+CSV_COLUMNS = (
+    "row", "column", "paper", "paper_std", "ours_mean", "ours_std", "n_runs", "delta", "status",
+    "eval_protocol", "n_diverged", "diverged_rounds", "seeds", "rounds", "standin",
+    "row_label", "column_label",
+)  # fmt: skip
+DASH = "—"
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One paper table: the quantity, how to pick a round, and which runs fill which cell."""
+
+    paper: str
+    name: str
+    caption: str
+    metric: str
+    protocol: str
+    stat: str
+    round: str
+    percent: bool
+    rows: list[dict]
+    columns: list[dict]
+    cells: dict[tuple[str, str], list[Path]]
+    scale: str
+    decimals: int = 2
+
+    def __post_init__(self) -> None:
+        """Reject an unknown round mode, stat, scale or a cell outside the rows × columns."""
+        if self.round not in ROUND_MODES:
+            raise LayoutError(
+                f"{self.paper}/{self.name}: round must be one of {list(ROUND_MODES)}, "
+                f"got {self.round!r}"
+            )
+        check_layout(self)
+
+
+def maximises(metric: str, stat: str) -> bool:
+    """Whether a larger value is better (accuracy-like) for picking the best round."""
+    return not (stat in MIN_STATS or any(metric.startswith(m) for m in MIN_METRICS))
+
+
+def eval_protocol_label(spec: TableSpec) -> str:
+    """How the round was chosen, said plainly on every output and every CSV row."""
+    if spec.round == "final":
+        return "final round (last evaluated round)"
+    how = "max" if maximises(spec.metric, spec.stat) else "min"
+    return f"best round on the test set ({how} over evaluated rounds; optimistic)"
+
+
+def run_value(run: RunData, spec: TableSpec) -> tuple[float, int]:
+    """(value, round) of one finished run under the spec's round mode."""
+    series = run_series(run, spec.protocol, spec.metric, spec.stat)
+    last = run.ok_records[-1]["round"]
+    if spec.round == "final":
+        if series.index[-1] != last:
+            raise LayoutError(
+                f"{run.run_dir}: {series.name} is missing at the final evaluated round {last}"
+            )
+        return float(series.iloc[-1]), int(last)
+    clean = series.dropna()
+    if clean.empty:
+        return math.nan, int(last)
+    r = clean.idxmax() if maximises(spec.metric, spec.stat) else clean.idxmin()
+    return float(clean[r]), int(r)
+
+
+def _diverged_status(diverged: list[RunData], total: int) -> str:
+    """'diverged (round r)', with every round and the share of seeds when not all diverged."""
+    rounds = sorted({int(r.diverged_round) for r in diverged})
+    text = "diverged (round " if len(rounds) == 1 else "diverged (rounds "
+    text += ", ".join(str(r) for r in rounds) + ")"
+    if len(diverged) < total:
+        text += f" in {len(diverged)}/{total} seeds"
+    return text
+
+
+def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.DataFrame:
+    """One row per (row, column) cell: paper value, ours mean/std over seeds, n, Δ, status."""
+    cells = load_cells(spec)
+    scale = 100.0 if spec.percent else 1.0
+    label = eval_protocol_label(spec)
+    out = []
+    for row in spec.rows:
+        for col in spec.columns:
+            rid, cid = str(row["id"]), str(col["id"])
+            runs = sorted(cells.get((rid, cid), []), key=lambda r: r.key["seed"])
+            ok = [r for r in runs if r.status == "ok"]
+            diverged = [r for r in runs if r.status != "ok"]
+            picked = [run_value(r, spec) for r in ok]
+            values = np.array([v * scale for v, _ in picked], dtype=np.float64)
+            mean = float(values.mean()) if len(values) else math.nan
+            std = float(values.std(ddof=1)) if len(values) >= 2 else math.nan
+            pv = paper_values.get(spec.name, rid, cid) if paper_values is not None else None
+            paper = pv.value if pv is not None else math.nan
+            paper_std = pv.std if pv is not None and pv.std is not None else math.nan
+            if diverged:
+                status = _diverged_status(diverged, len(runs))
+            else:
+                status = "ok" if runs else "no runs"
+            out.append(
+                {
+                    "row": rid,
+                    "column": cid,
+                    "paper": paper,
+                    "paper_std": paper_std,
+                    "ours_mean": mean,
+                    "ours_std": std,
+                    "n_runs": len(values),
+                    "delta": mean - paper,
+                    "status": status,
+                    "eval_protocol": label,
+                    "n_diverged": len(diverged),
+                    "diverged_rounds": ";".join(str(r.diverged_round) for r in diverged),
+                    "seeds": ";".join(str(r.key["seed"]) for r in ok),
+                    "rounds": ";".join(str(rd) for _, rd in picked),
+                    "standin": any(r.standin for r in runs),
+                    "row_label": str(row["label"]),
+                    "column_label": str(col["label"]),
+                }
+            )
+    df = pd.DataFrame(out, columns=list(CSV_COLUMNS))
+    df.attrs["standin"] = any_standin(cells)
+    df.attrs["paper_source"] = paper_values.source if paper_values is not None else ""
+    return df
+
+
+def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
+    """(key, text) lines every output starts with; warnings are keyed 'WARNING'."""
+    standin = bool(table.attrs.get("standin", False) or table["standin"].any())
+    lines = [
+        ("Paper", spec.paper),
+        ("Table", f"{spec.name}: {spec.caption}"),
+        ("Quantity", quantity_label(spec, spec.percent)),
+        ("Eval protocol", eval_protocol_label(spec)),
+        ("Scale", spec.scale),
+        ("Ours", STD_NOTE),
+    ]
+    if table.attrs.get("paper_source"):
+        lines.append(("Paper values from", table.attrs["paper_source"]))
+    if (table["n_diverged"] > 0).any():
+        lines.append(("Diverged", DIVERGED_NOTE))
+    lines += [("WARNING", w) for w in warning_lines(spec.scale, standin)]
+    return lines
+
+
+def _num(x: float, decimals: int, sign: bool = False) -> str:
+    """A fixed-point number, or a dash for NaN."""
+    if x is None or not math.isfinite(x):
+        return DASH
+    return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
+
+
+def _paper_num(x: float) -> str:
+    """A paper's number as printed (no padded decimals)."""
+    return f"{x:.10g}"
+
+
+def display_cells(r: pd.Series, decimals: int) -> tuple[str, str, str]:
+    """(paper, ours, Δ) display strings of one cell."""
+    paper = DASH
+    if math.isfinite(r["paper"]):
+        paper = _paper_num(r["paper"])
+        if math.isfinite(r["paper_std"]):
+            paper += f" ± {_paper_num(r['paper_std'])}"
+    if r["status"] != "ok":
+        return paper, (DASH if r["status"] == "no runs" else r["status"]), DASH
+    ours = _num(r["ours_mean"], decimals)
+    if r["n_runs"] >= 2:
+        ours += f" ± {_num(r['ours_std'], decimals)}"
+    ours += f" (n={r['n_runs']})"
+    return paper, ours, _num(r["delta"], decimals, sign=True)
+
+
+def _grid(table: pd.DataFrame, spec: TableSpec) -> list[list[str]]:
+    """Display rows: row label, then paper/ours/Δ per column."""
+    by_cell = {(r["row"], r["column"]): r for _, r in table.iterrows()}
+    grid = []
+    for row in spec.rows:
+        line = [str(row["label"])]
+        for col in spec.columns:
+            line += display_cells(by_cell[(str(row["id"]), str(col["id"]))], spec.decimals)
+        grid.append(line)
+    return grid
+
+
+def _md_escape(text: str) -> str:
+    """Make text safe inside a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def to_markdown(table: pd.DataFrame, spec: TableSpec) -> str:
+    """Header lines and a pipe table with paper | ours | Δ per column."""
+    lines = [f"# {spec.paper} {spec.name}: {_md_escape(spec.caption)}", ""]
+    for key, text in header_lines(table, spec):
+        lines.append(f"- **WARNING: {text}**" if key == "WARNING" else f"- {key}: {text}")
+    head = [""]
+    for col in spec.columns:
+        head += [f"{col['label']} paper", f"{col['label']} ours", f"{col['label']} Δ"]
+    lines += ["", "| " + " | ".join(_md_escape(h) for h in head) + " |"]
+    lines.append("|:--|" + "--:|" * (len(head) - 1))
+    for line in _grid(table, spec):
+        lines.append("| " + " | ".join(_md_escape(c) for c in line) + " |")
+    return "\n".join(lines) + "\n"
+
+
+TEX_SPECIAL = {
+    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---", "−": "$-$", "×": r"$\times$",
+    "<": r"\textless{}", ">": r"\textgreater{}",
+}  # fmt: skip
+
+
+def tex_escape(text: str) -> str:
+    """Escape LaTeX specials (and the few Unicode signs the tables use)."""
+    return "".join(TEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def to_latex(table: pd.DataFrame, spec: TableSpec) -> str:
+    """A booktabs table (needs \\usepackage{booktabs}); warnings in bold in the caption."""
+    head = header_lines(table, spec)
+    lines = ["% generated by fedbench.report.tables; needs \\usepackage{booktabs}"]
+    lines += [f"% {key}: {text}" for key, text in head]
+    notes = [f"{key}: {text}." for key, text in head if key not in ("Paper", "Table", "WARNING")]
+    warn = [f"\\textbf{{{tex_escape(text.upper())}.}}" for key, text in head if key == "WARNING"]
+    title = spec.caption.rstrip() + ("" if spec.caption.rstrip().endswith((".", "!", "?")) else ".")
+    caption = " ".join([tex_escape(title), *map(tex_escape, notes), *warn])
+    n = len(spec.columns)
+    lines += [
+        r"\begin{table}[t]",
+        r"\centering",
+        f"\\caption{{{caption}}}",
+        f"\\label{{tab:{tex_escape(spec.paper)}-{tex_escape(spec.name)}}}",
+        f"\\begin{{tabular}}{{l{'rrr' * n}}}",
+        r"\toprule",
+    ]
+    groups = [f"\\multicolumn{{3}}{{c}}{{{tex_escape(c['label'])}}}" for c in spec.columns]
+    lines.append(" & ".join(["", *groups]) + r" \\")
+    lines.append("".join(f"\\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(n)))
+    lines.append(" & ".join(["", *(["paper", "ours", r"$\Delta$"] * n)]) + r" \\")
+    lines.append(r"\midrule")
+    for line in _grid(table, spec):
+        lines.append(" & ".join(tex_escape(c) for c in line) + r" \\")
+    lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_csv(table: pd.DataFrame, spec: TableSpec) -> str:
+    """'# key: text' header lines (read with comment='#'), then the tidy per-cell rows."""
+    head = "".join(f"# {key}: {text}\n" for key, text in header_lines(table, spec))
+    buf = io.StringIO()
+    table.loc[:, list(CSV_COLUMNS)].round(6).to_csv(
+        buf, index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n"
+    )
+    return head + buf.getvalue()
+
+
+def _with_suffix(prefix: Path, ext: str) -> Path:
+    """`prefix` + ext, keeping any dots already in the name."""
+    return prefix.with_name(prefix.name + ext)
+
+
+def write_table(table: pd.DataFrame, spec: TableSpec, out_prefix: str | Path) -> list[Path]:
+    """Write out_prefix.md, .tex and .csv atomically; return their paths."""
+    out_prefix = Path(out_prefix)
+    paths = []
+    for ext, render in ((".md", to_markdown), (".tex", to_latex), (".csv", to_csv)):
+        path = _with_suffix(out_prefix, ext)
+        write_text(path, render(table, spec))
+        paths.append(path)
+    return paths

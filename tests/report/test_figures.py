@@ -1,0 +1,62 @@
+"""Learning curves: both files written, non-empty, nothing left behind; notes in the suptitle."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedbench.report.collect import load_run
+from fedbench.report.figures import FigureSpec, learning_curves, make_figure, seed_curves
+from fedbench.report.layout import STANDIN_NOTE, LayoutError, load_cells
+
+ROWS = [{"id": "fedavg", "label": "FedAvg"}, {"id": "fedprox", "label": "FedProx"}]
+COLS = [{"id": "mnist", "label": "MNIST"}, {"id": "synthetic", "label": "Synthetic"}]
+
+
+def spec(cells: dict, **kw) -> FigureSpec:
+    """A top1-mean learning-curve figure in percent."""
+    fields = dict(
+        paper="demo", name="figure3_1", caption="Learning curves", metric="top1",
+        protocol="global", stat="mean", percent=True, rows=ROWS, columns=COLS, cells=cells,
+        scale="quick",
+    )  # fmt: skip
+    fields.update(kw)
+    return FigureSpec(**fields)
+
+
+def test_files_written(runs, tmp_path):
+    s = spec(
+        {
+            ("fedavg", "mnist"): [runs["avg0"], runs["avg1"]],
+            ("fedprox", "mnist"): [runs["prox0_div"], runs["prox1"]],
+            ("fedavg", "synthetic"): [runs["avg0_standin"]],
+        }
+    )
+    out = tmp_path / "figs"
+    paths = learning_curves(s, out / "figure3_1")
+    assert [p.name for p in paths] == ["figure3_1.png", "figure3_1.pdf"]
+    assert sorted(p.name for p in out.iterdir()) == ["figure3_1.pdf", "figure3_1.png"]
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert paths[1].read_bytes()[:5] == b"%PDF-"
+    assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_suptitle_notes(runs):
+    with_standin = make_figure(spec({("fedavg", "synthetic"): [runs["avg0_standin"]]}))
+    text = " ".join(with_standin.get_suptitle().split())
+    assert STANDIN_NOTE in text and "small-scale run" in text
+    plain = make_figure(spec({("fedavg", "mnist"): [runs["avg0"]]}, scale="quick"))
+    assert "STAND-IN" not in plain.get_suptitle()
+
+
+def test_seed_curves_mean(runs):
+    s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]})
+    cell = [*load_cells(s)[("fedavg", "mnist")], load_run(runs["prox0_div"])]
+    curves = seed_curves(cell, s)  # the diverged run is left out
+    assert list(curves.index) == [5, 10, 15, 20] and list(curves.columns) == [0, 1]
+    assert curves.mean(axis=1).loc[20] == pytest.approx(np.mean([68.0, 74.0]))
+
+
+def test_unknown_stat_rejected():
+    with pytest.raises(LayoutError, match="unknown stat"):
+        spec({}, stat="median")

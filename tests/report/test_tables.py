@@ -1,0 +1,183 @@
+"""Paper tables: ours vs paper, Δ, diverged cells, banners, eval-protocol labels, files."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedbench.io import write_yaml
+from fedbench.papers import load_paper_values
+from fedbench.report.layout import STANDIN_NOTE, LayoutError
+from fedbench.report.tables import TableSpec, build_table, write_table
+
+QUICK_NOTE = "small-scale run: reduced clients/rounds, not the paper's setting"
+ROWS = [{"id": "fedavg", "label": "FedAvg"}, {"id": "fedprox", "label": "FedProx"}]
+COLS = [{"id": "mnist", "label": "MNIST"}]
+
+
+def spec(cells: dict, round_: str = "final", **kw) -> TableSpec:
+    """A top1-mean table in percent over the given cells."""
+    fields = dict(
+        paper="demo", name="table2_3", caption="Accuracy of the global model", metric="top1",
+        protocol="global", stat="mean", round=round_, percent=True, rows=ROWS, columns=COLS,
+        cells=cells, scale="quick",
+    )  # fmt: skip
+    fields.update(kw)
+    return TableSpec(**fields)
+
+
+def paper_values(tmp_path: Path):
+    """A temporary demo.yaml with a value (and ±) for the FedAvg / MNIST cell."""
+    write_yaml(
+        tmp_path / "papers" / "demo.yaml",
+        {
+            "paper": "demo",
+            "source": "a test",
+            "values": [
+                {
+                    "table": "table2_3",
+                    "row": "fedavg",
+                    "column": "mnist",
+                    "value": 74.8,
+                    "std": 1.2,
+                    "where": "Table 2.3, FedAvg, MNIST",
+                },
+            ],
+        },  # fmt: skip
+    )
+    return load_paper_values("demo", tmp_path / "papers")
+
+
+def cell(df: pd.DataFrame, row: str, col: str = "mnist") -> pd.Series:
+    """The built table's row for one cell."""
+    return df[(df.row == row) & (df.column == col)].iloc[0]
+
+
+def test_mean_std_delta_by_hand(runs, tmp_path):
+    s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]})
+    df = build_table(s, paper_values(tmp_path))
+    ours = np.array([0.68, 0.74]) * 100  # seeds 0 and 1, client-mean top1 at round 20
+    c = cell(df, "fedavg")
+    assert c.ours_mean == pytest.approx(ours.mean())
+    assert c.ours_std == pytest.approx(np.std(ours, ddof=1))
+    assert c.n_runs == 2 and c.status == "ok" and c.seeds == "0;1" and c.rounds == "20;20"
+    assert c.paper == 74.8 and c.paper_std == 1.2
+    assert c.delta == pytest.approx(ours.mean() - 74.8)
+    md = write_table(df, s, tmp_path / "out" / "table2_3")[0].read_text()
+    assert "| FedAvg | 74.8 ± 1.2 | 71.00 ± 4.24 (n=2) | -3.80 |" in md
+    assert "sample standard deviation (ddof=1)" in md
+    assert cell(df, "fedprox").status == "no runs"
+
+
+def test_one_seed_has_no_pm(runs, tmp_path):
+    s = spec({("fedavg", "mnist"): [runs["avg1"]]})
+    df = build_table(s, None)
+    assert math.isnan(cell(df, "fedavg").ours_std)
+    md = write_table(df, s, tmp_path / "t")[0].read_text()
+    assert "| FedAvg | — | 74.00 (n=1) | — |" in md
+
+
+def test_diverged_cell(runs, tmp_path):
+    s = spec({("fedavg", "mnist"): [runs["avg0"]], ("fedprox", "mnist"): [runs["prox0_div"]]})
+    df = build_table(s, paper_values(tmp_path))
+    c = cell(df, "fedprox")
+    assert c.status == "diverged (round 12)" and c.n_runs == 0 and c.n_diverged == 1
+    assert math.isnan(c.ours_mean)
+    paths = write_table(df, s, tmp_path / "t")
+    assert "| FedProx | — | diverged (round 12) | — |" in paths[0].read_text()
+    assert "diverged (round 12)" in paths[1].read_text()
+
+
+def test_partly_diverged_cell_not_averaged(runs):
+    df = build_table(spec({("fedprox", "mnist"): [runs["prox0_div"], runs["prox1"]]}), None)
+    c = cell(df, "fedprox")
+    assert c.status == "diverged (round 12) in 1/2 seeds"
+    assert c.n_runs == 1 and c.ours_mean == pytest.approx(74.0) and c.seeds == "1"
+
+
+def test_standin_banner_only_with_standin_runs(runs, tmp_path):
+    plain = spec({("fedavg", "mnist"): [runs["avg0"]]})
+    paths = write_table(build_table(plain, None), plain, tmp_path / "plain")
+    for p in paths:
+        assert STANDIN_NOTE not in p.read_text(), p
+    mixed = spec({("fedavg", "mnist"): [runs["avg0_standin"]]})
+    paths = write_table(build_table(mixed, None), mixed, tmp_path / "standin")
+    for p in paths:
+        assert STANDIN_NOTE in p.read_text(), p
+    assert "GENERATED STAND-IN" in paths[1].read_text()
+
+
+def test_scale_notes(make, tmp_path):
+    quick = spec({("fedavg", "mnist"): [make(seed=0)]})
+    for p in write_table(build_table(quick, None), quick, tmp_path / "q"):
+        assert QUICK_NOTE in p.read_text()
+        assert "Scale: quick" in p.read_text()
+    paper = spec({("fedavg", "mnist"): [make(seed=0, scale="paper")]}, scale="paper")
+    for p in write_table(build_table(paper, None), paper, tmp_path / "p"):
+        assert QUICK_NOTE not in p.read_text()
+        assert "final round" in p.read_text()
+
+
+def test_best_round_labelled_and_picked(runs, tmp_path):
+    s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]}, round_="best")
+    df = build_table(s, None)
+    c = cell(df, "fedavg")
+    assert c.ours_mean == pytest.approx((75.0 + 78.0) / 2)  # seed 0 peaks at r10, seed 1 at r15
+    assert c.rounds == "10;15"
+    for p in write_table(df, s, tmp_path / "t"):
+        assert "best round on the test set" in p.read_text(), p
+    csv = pd.read_csv(tmp_path / "t.csv", comment="#")
+    assert set(csv["eval_protocol"]) == {c.eval_protocol}
+    assert c.eval_protocol.startswith("best round on the test set (max")
+
+
+def test_best_round_of_a_loss_is_the_minimum(runs):
+    s = spec({("fedavg", "mnist"): [runs["avg1"]]}, round_="best", metric="loss", percent=False)
+    assert cell(build_table(s, None), "fedavg").ours_mean == pytest.approx(1 - 0.78)
+
+
+def test_global_test_protocol(runs):
+    s = spec({("fedavg", "mnist"): [runs["avg0"]]}, protocol="global_test", stat="value")
+    assert cell(build_table(s, None), "fedavg").ours_mean == pytest.approx(69.0)
+
+
+def test_files_written_and_nothing_else(runs, tmp_path):
+    s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]})
+    out = tmp_path / "papers" / "demo"
+    paths = write_table(build_table(s, paper_values(tmp_path)), s, out / "table2_3")
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["table2_3.csv", "table2_3.md", "table2_3.tex"]
+    assert sorted(p.name for p in paths) == names
+    csv = pd.read_csv(out / "table2_3.csv", comment="#")
+    assert list(csv.columns[:9]) == [
+        "row", "column", "paper", "paper_std", "ours_mean", "ours_std", "n_runs", "delta", "status",
+    ]  # fmt: skip
+    assert csv.set_index("row").loc["fedavg", "delta"] == pytest.approx(71.0 - 74.8)
+    tex = (out / "table2_3.tex").read_text()
+    assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
+
+
+def test_latex_escapes_labels(runs, tmp_path):
+    rows = [{"id": "fedavg", "label": "Fed_Avg & 50%"}, {"id": "fedprox", "label": "#2"}]
+    s = spec({("fedavg", "mnist"): [runs["avg0"]]}, rows=rows, caption="top-1 {%}")
+    tex = write_table(build_table(s, None), s, tmp_path / "t")[1].read_text()
+    assert r"Fed\_Avg \& 50\%" in tex and r"\#2" in tex and r"top-1 \{\%\}" in tex
+
+
+def test_layout_errors(runs, make):
+    with pytest.raises(LayoutError, match="unknown row or column"):
+        spec({("scaffold", "mnist"): [runs["avg0"]]})
+    with pytest.raises(LayoutError, match="round must be one of"):
+        spec({}, round_="last")
+    with pytest.raises(LayoutError, match="unknown stat"):
+        spec({}, stat="median")
+    with pytest.raises(LayoutError, match="scale 'paper'"):
+        build_table(spec({("fedavg", "mnist"): [make(seed=2, scale="paper")]}), None)
+    with pytest.raises(LayoutError, match="differ by more than the seed"):
+        build_table(spec({("fedavg", "mnist"): [runs["avg0"], runs["prox1"]]}), None)
+    with pytest.raises(LayoutError, match="a seed appears twice"):
+        build_table(spec({("fedavg", "mnist"): [runs["avg0"], runs["avg0"]]}), None)
