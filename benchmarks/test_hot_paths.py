@@ -24,9 +24,15 @@ def _federation(num_clients, per_client=50, shape=(1, 28, 28)):
     idx = np.arange(n).reshape(num_clients, per_client)
     empty = np.zeros((0, *shape), np.float32)
     return Federation.from_arrays(
-        x, y, list(idx), [i[:0] for i in idx], empty, np.zeros(0, np.int64), 10,
+        x,
+        y,
+        list(idx),
+        [i[:0] for i in idx],
+        empty,
+        np.zeros(0, np.int64),
+        10,
         torch.device("cpu"),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("arch", ["twonn", "twocnn"])
@@ -61,7 +67,8 @@ def test_aggregation(benchmark, clients, algorithm):
 def test_fedavg_round(benchmark, arch, clients):
     fed = _federation(clients)
     model = build_model(arch, (1, 28, 28), 10, init_seed=0)
-    cfg = TrainConfig(rounds=1, batch_size=10, lr=0.01, local_epochs=1, clients_per_round=clients,
-                      eval_every=10)  # fmt: skip
+    cfg = TrainConfig(
+        rounds=1, batch_size=10, lr=0.01, local_epochs=1, clients_per_round=clients, eval_every=10
+    )
     algo, apply, p0 = build_algorithm("fedavg"), make_apply(model), params_of(model)
     benchmark(run_rounds, algo, apply, fed, cfg, Streams(0), p0)

@@ -134,7 +134,7 @@ def scale_entry(catalog: dict, scale: str) -> dict[str, Any]:
 
 
 def data_mode(catalog: dict, scale: str) -> str:
-    """"real" or "standin" data at this scale."""
+    """ "real" or "standin" data at this scale."""
     return scale_entry(catalog, scale).get("data", "real")
 
 

@@ -13,8 +13,18 @@ from fedbench.engine.loop import CLIENT_METRICS
 from fedbench.metrics import PACK_STATS
 
 GRID_KEYS = ("paper", "title", "default_scale", "seeds", "rows", "columns", "tables", "figures")
-OUTPUT_KEYS = ("caption", "metric", "protocol", "stat", "round", "percent", "rows", "columns",
-               "seeds", "decimals")  # fmt: skip
+OUTPUT_KEYS = (
+    "caption",
+    "metric",
+    "protocol",
+    "stat",
+    "round",
+    "percent",
+    "rows",
+    "columns",
+    "seeds",
+    "decimals",
+)
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 TABLE_EXTS = ("md", "tex", "csv")
 FIGURE_EXTS = ("png", "pdf")
@@ -199,7 +209,9 @@ def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
     """Resolve every run's full spec once (training values included), naming any bad one."""
     for key in all_runs(grid, catalog, scale):
         try:
-            resolve_run(catalog, scale, key.dataset, key.partition, key.model, key.algorithm, key.seed)
+            resolve_run(
+                catalog, scale, key.dataset, key.partition, key.model, key.algorithm, key.seed
+            )
         except ValueError as err:
             raise ConfigError(f"{grid.name}: run {key.folder(scale)}: {err}") from None
 

@@ -30,9 +30,15 @@ def make_federation(
     x_test = rng.normal(size=(20, dim)).astype(np.float32)
     y_test = (x_test @ w).argmax(1).astype(np.int64)
     return Federation.from_arrays(
-        x, y, [r[:cut] for r in idx], [r[cut:] for r in idx], x_test, y_test, classes,
+        x,
+        y,
+        [r[:cut] for r in idx],
+        [r[cut:] for r in idx],
+        x_test,
+        y_test,
+        classes,
         torch.device("cpu"),
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

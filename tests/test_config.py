@@ -45,7 +45,11 @@ def test_bad_catalog_entries_are_named(catalog, path, value, named):
 def test_resolve_run_merges_training_and_applies_caps(catalog):
     spec = resolve_run(catalog, "quick", "fmnist", "shards2-k100", "twonn", "fedprox-mu0.01", 1)
     assert spec["training"]["lr"] == catalog["datasets"]["fmnist"]["training"]["lr"]
-    assert spec["algorithm"] == {"name": "fedprox-mu0.01", "algorithm": "fedprox", "params": {"mu": 0.01}}
+    assert spec["algorithm"] == {
+        "name": "fedprox-mu0.01",
+        "algorithm": "fedprox",
+        "params": {"mu": 0.01},
+    }
     smoke = resolve_run(catalog, "smoke", "fmnist", "shards2-k100", "twonn", "fedavg", 1)
     assert smoke["training"]["rounds"] == 2 and smoke["partition"]["num_clients"] == 10
     assert smoke["data_mode"] == "standin"

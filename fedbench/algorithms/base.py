@@ -110,10 +110,17 @@ class Algorithm:
         ctx: ClientContext,
     ) -> tuple[dict[str, Any], State]:
         """The message sent to the server, and the client's new state."""
-        return {"delta": tree_sub(params, global_params), "weight": float(ctx.num_train)}, client_state
+        return {
+            "delta": tree_sub(params, global_params),
+            "weight": float(ctx.num_train),
+        }, client_state
 
     def aggregate(
-        self, global_params: Params, messages: dict[str, Any], server_state: State, ctx: ServerContext
+        self,
+        global_params: Params,
+        messages: dict[str, Any],
+        server_state: State,
+        ctx: ServerContext,
     ) -> tuple[Params, State]:
         """New global parameters from stacked messages (leading axis = client)."""
         mean_delta = weighted_mean(messages["delta"], messages["weight"])

@@ -1,4 +1,4 @@
-"""FedProx (Li et al. 2020): FedAvg plus a proximal term pulling local weights to the global ones."""
+"""FedProx (Li et al. 2020): FedAvg plus a proximal term pulling local weights to the global."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ PROX_FORMS = ("squared", "layer_norm")
 
 @dataclass(frozen=True)
 class FedProx(Algorithm):
-    """Local loss + (mu/2)||w - w_g||^2 (paper), or mu * sum_layers ||w_l - w_g,l||_2 (SuPerFed code)."""
+    """Local loss + (mu/2)||w - w_g||^2 (paper, eq. 2), or mu * sum_l ||w_l - w_g,l||_2 (code)."""
 
     name: ClassVar[str] = "fedprox"
     mu: float = 0.01

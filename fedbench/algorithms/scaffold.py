@@ -46,9 +46,7 @@ class Scaffold(Algorithm):
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):
         # Option II: c_i+ = c_i - c + (x - y_i) / (K * lr) = -c_diff + (x - y_i) / (K * lr).
         scale = 1.0 / (ctx.num_steps * ctx.lr)
-        c_new = {
-            k: -carry["c_diff"][k] + scale * (global_params[k] - params[k]) for k in params
-        }
+        c_new = {k: -carry["c_diff"][k] + scale * (global_params[k] - params[k]) for k in params}
         message = {
             "delta": tree_sub(params, global_params),
             "delta_c": tree_sub(c_new, client_state["c"]),

@@ -89,15 +89,21 @@ class SequentialExecutor:
                 job.streams.torch_generator("algorithm", job.round, cid), len(batches)
             )
             params, loss = local_train(
-                job.algo, job.apply, params, carry, fed.x, fed.y, batches,
-                job.lr, cfg.momentum, cfg.weight_decay, noise,
-            )  # fmt: skip
-            message, states[cid] = job.algo.client_end(
-                job.global_params, params, carry, state, ctx
+                job.algo,
+                job.apply,
+                params,
+                carry,
+                fed.x,
+                fed.y,
+                batches,
+                job.lr,
+                cfg.momentum,
+                cfg.weight_decay,
+                noise,
             )
+            message, states[cid] = job.algo.client_end(job.global_params, params, carry, state, ctx)
             if ctx.pre_loss is not None:
                 message["pre_loss"] = ctx.pre_loss
             messages.append(message)
             losses.append(loss)
         return RoundOutput(stack_messages(messages), states, torch.stack(losses))
-

@@ -124,15 +124,29 @@ def run_rounds(
         pre_losses: dict[int, float] = {}
         if algo.needs_pre_loss:
             losses = client_losses(
-                apply, state.global_params, fed.x, fed.y,
-                [fed.train[i] for i in train_ids], cfg.eval_batch_size,
-            )  # fmt: skip
+                apply,
+                state.global_params,
+                fed.x,
+                fed.y,
+                [fed.train[i] for i in train_ids],
+                cfg.eval_batch_size,
+            )
             pre_losses = dict(zip(train_ids, losses))
         out = runner.run(
             RoundJob(
-                algo, apply, fed, cfg, streams, t, lr, state.global_params,
-                state.server_state, state.client_states, train_ids, pre_losses,
-            )  # fmt: skip
+                algo,
+                apply,
+                fed,
+                cfg,
+                streams,
+                t,
+                lr,
+                state.global_params,
+                state.server_state,
+                state.client_states,
+                train_ids,
+                pre_losses,
+            )
         )
         state.client_states.update(out.client_states)
         messages = out.messages
@@ -146,13 +160,20 @@ def run_rounds(
         train_loss = float(out.train_losses.mean())
         if not (math.isfinite(train_loss) and tree_all_finite(state.global_params)):
             state.status, state.diverged_round = "diverged", t
-            reason = "non-finite training loss" if not math.isfinite(train_loss) else (
-                "non-finite global parameters"
+            reason = (
+                "non-finite training loss"
+                if not math.isfinite(train_loss)
+                else ("non-finite global parameters")
             )
             emit({"round": t, "status": "diverged", "reason": reason})
             break
         if t % cfg.eval_every == 0 or t == cfg.rounds:
-            record = {"round": t, "status": "ok", "lr": _round(lr), "train_loss": _round(train_loss)}
+            record = {
+                "round": t,
+                "status": "ok",
+                "lr": _round(lr),
+                "train_loss": _round(train_loss),
+            }
             record.update(evaluate_round(algo, apply, fed, state, cfg))
             emit(record)
     return state

@@ -43,8 +43,11 @@ def git_commit() -> str | None:
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root, capture_output=True, text=True, check=True,
-        ).stdout.strip()  # fmt: skip
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return sha + ("-dirty" if dirty else "")
@@ -90,9 +93,13 @@ def execute_run(
         eta = elapsed / record["round"] * (cfg.rounds - record["round"])
         log.info(
             "round %d/%d train_loss %.4f top1(wmean) %.4f elapsed %.1fs eta %.1fs",
-            record["round"], cfg.rounds, record["train_loss"], s.get("wmean", float("nan")),
-            elapsed, eta,
-        )  # fmt: skip
+            record["round"],
+            cfg.rounds,
+            record["train_loss"],
+            s.get("wmean", float("nan")),
+            elapsed,
+            eta,
+        )
 
     state = run_rounds(
         algo, make_apply(model), fed, cfg, streams, params_of(model), progress, executor

@@ -83,9 +83,12 @@ class VectorisedExecutor:
         """Train every client of `job.client_ids`, a chunk at a time."""
         num_params = sum(v.numel() for v in job.global_params.values())
         size = chunk_size(
-            num_params, job.cfg.batch_size, math.prod(job.fed.x.shape[1:]), self.budget_mb,
+            num_params,
+            job.cfg.batch_size,
+            math.prod(job.fed.x.shape[1:]),
+            self.budget_mb,
             self.chunk,
-        )  # fmt: skip
+        )
         messages, states, losses = [], {}, []
         for start in range(0, len(job.client_ids), size):
             m, s, l = self._run_chunk(job, job.client_ids[start : start + size])
@@ -100,10 +103,15 @@ class VectorisedExecutor:
         for cid in ids:
             idx = fed.train[cid]
             plan = batch_plan(
-                idx, cfg.batch_size, job.streams.generator("batches", job.round, cid),
-                epochs=cfg.local_epochs, steps=cfg.local_steps,
-            )  # fmt: skip
-            ctx = ClientContext(cid, job.round, job.lr, len(idx), len(plan), job.pre_losses.get(cid))
+                idx,
+                cfg.batch_size,
+                job.streams.generator("batches", job.round, cid),
+                epochs=cfg.local_epochs,
+                steps=cfg.local_steps,
+            )
+            ctx = ClientContext(
+                cid, job.round, job.lr, len(idx), len(plan), job.pre_losses.get(cid)
+            )
             params, carry = algo.client_begin(
                 job.global_params, job.server_state, job.client_states[cid], ctx
             )
@@ -129,9 +137,7 @@ class VectorisedExecutor:
         carry = stack_pytrees(carries)
         noise = None
         if noises[0] is not None:
-            padded = [
-                torch.cat([n, n.new_zeros((n_steps - len(n), *n.shape[1:]))]) for n in noises
-            ]
+            padded = [torch.cat([n, n.new_zeros((n_steps - len(n), *n.shape[1:]))]) for n in noises]
             noise = torch.stack(padded).to(device).transpose(0, 1)  # [steps, clients, ...]
 
         def step(p: Params, xb, yb, mb, cr, nz):
@@ -147,7 +153,12 @@ class VectorisedExecutor:
         for s in range(n_steps):
             rows = index[s]
             grads, value = vstep(
-                params, fed.x[rows], fed.y[rows], mask[s], carry, None if noise is None else noise[s]
+                params,
+                fed.x[rows],
+                fed.y[rows],
+                mask[s],
+                carry,
+                None if noise is None else noise[s],
             )
             new_p, new_b = sgd_step(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay)
             keep = active[s]

@@ -40,7 +40,7 @@ class MLP(nn.Module):
 
 
 class TwoNN(nn.Module):
-    """FedAvg's 2NN (McMahan et al. 2017): 784-200-200-10 with ReLU; `hidden_layers` for variants."""
+    """FedAvg's 2NN (McMahan et al. 2017): 784-200-200-10, ReLU; `hidden_layers` for variants."""
 
     def __init__(
         self,

@@ -16,11 +16,27 @@ from fedbench.io import read_jsonl
 
 RUN_KEYS = ("scale", "dataset", "partition", "model", "algorithm", "seed")
 RUN_FRAME_COLUMNS = (
-    *RUN_KEYS, "round", "status", "protocol", "metric", "stat", "value", "standin", "run_dir",
-)  # fmt: skip
+    *RUN_KEYS,
+    "round",
+    "status",
+    "protocol",
+    "metric",
+    "stat",
+    "value",
+    "standin",
+    "run_dir",
+)
 CLIENT_FRAME_COLUMNS = (
-    *RUN_KEYS, "round", "protocol", "client", "n", "metric", "value", "standin", "run_dir",
-)  # fmt: skip
+    *RUN_KEYS,
+    "round",
+    "protocol",
+    "client",
+    "n",
+    "metric",
+    "value",
+    "standin",
+    "run_dir",
+)
 GLOBAL_TEST = "global_test"
 TRAIN = "train"
 VALUE = "value"

@@ -104,9 +104,12 @@ def make_figure(spec: FigureSpec) -> Figure:
             legend.setdefault(text, handle)
     if legend:
         fig.legend(
-            list(legend.values()), list(legend), loc="outside lower center",
-            ncols=min(len(legend), 5), fontsize="small",
-        )  # fmt: skip
+            list(legend.values()),
+            list(legend),
+            loc="outside lower center",
+            ncols=min(len(legend), 5),
+            fontsize="small",
+        )
     title = [
         f"{spec.paper} {spec.name}: {spec.caption}",
         f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)",

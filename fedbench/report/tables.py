@@ -36,10 +36,24 @@ DIVERGED_NOTE = (
     "averaged in (the CSV's ours_mean, n_runs and delta cover the finished seeds only)"
 )
 CSV_COLUMNS = (
-    "row", "column", "paper", "paper_std", "ours_mean", "ours_std", "n_runs", "delta", "status",
-    "eval_protocol", "n_diverged", "diverged_rounds", "seeds", "rounds", "standin",
-    "row_label", "column_label",
-)  # fmt: skip
+    "row",
+    "column",
+    "paper",
+    "paper_std",
+    "ours_mean",
+    "ours_std",
+    "n_runs",
+    "delta",
+    "status",
+    "eval_protocol",
+    "n_diverged",
+    "diverged_rounds",
+    "seeds",
+    "rounds",
+    "standin",
+    "row_label",
+    "column_label",
+)
 DASH = "—"
 
 
@@ -241,11 +255,24 @@ def to_markdown(table: pd.DataFrame, spec: TableSpec) -> str:
 
 
 TEX_SPECIAL = {
-    "\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
-    "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
-    "±": r"$\pm$", "Δ": r"$\Delta$", "—": "---", "−": "$-$", "×": r"$\times$",
-    "<": r"\textless{}", ">": r"\textgreater{}",
-}  # fmt: skip
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "Δ": r"$\Delta$",
+    "—": "---",
+    "−": "$-$",
+    "×": r"$\times$",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+}
 
 
 def tex_escape(text: str) -> str:

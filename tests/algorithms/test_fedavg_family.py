@@ -10,8 +10,15 @@ from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
 
-CFG = TrainConfig(rounds=3, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=3,
-                  momentum=0.9, weight_decay=1e-3)  # fmt: skip
+CFG = TrainConfig(
+    rounds=3,
+    batch_size=4,
+    lr=0.1,
+    local_epochs=2,
+    clients_per_round=3,
+    momentum=0.9,
+    weight_decay=1e-3,
+)
 
 
 def _run(algo, tiny, cfg=CFG):
@@ -25,7 +32,9 @@ def _assert_same(a, b, atol=1e-6):
 
 
 def test_fedprox_mu0_equals_fedavg(tiny):
-    _assert_same(_run(build_algorithm("fedprox", mu=0.0), tiny), _run(build_algorithm("fedavg"), tiny))
+    _assert_same(
+        _run(build_algorithm("fedprox", mu=0.0), tiny), _run(build_algorithm("fedavg"), tiny)
+    )
 
 
 def test_fedprox_positive_mu_differs(tiny):
@@ -56,14 +65,18 @@ def test_fedprox_gradient_of_its_term():
 
 def test_scaffold_round1_equals_fedavg(tiny):
     one = TrainConfig(**{**CFG.__dict__, "rounds": 1})
-    _assert_same(_run(build_algorithm("scaffold"), tiny, one), _run(build_algorithm("fedavg"), tiny, one))
+    _assert_same(
+        _run(build_algorithm("scaffold"), tiny, one), _run(build_algorithm("fedavg"), tiny, one)
+    )
 
 
 def test_scaffold_later_rounds_differ_and_code_variant_equals_fedavg(tiny):
     std = _run(build_algorithm("scaffold"), tiny)
     avg = _run(build_algorithm("fedavg"), tiny)
     code = _run(build_algorithm("scaffold", variant="superfed_code"), tiny)
-    assert any(not torch.allclose(std.global_params[k], avg.global_params[k]) for k in avg.global_params)
+    assert any(
+        not torch.allclose(std.global_params[k], avg.global_params[k]) for k in avg.global_params
+    )
     _assert_same(code, avg)
 
 
@@ -74,8 +87,9 @@ def test_scaffold_control_variates_by_hand():
     ctx = ClientContext(client_id=0, round=2, lr=0.1, num_train=8, num_steps=4)
     start, carry = algo.client_begin(g, server, client, ctx)
     # Correction adds c - c_i = (0.5, -2).
-    torch.testing.assert_close(algo.correct_grads({"w": torch.zeros(2)}, start, carry)["w"],
-                               torch.tensor([0.5, -2.0]))  # fmt: skip
+    torch.testing.assert_close(
+        algo.correct_grads({"w": torch.zeros(2)}, start, carry)["w"], torch.tensor([0.5, -2.0])
+    )
     y = {"w": torch.tensor([0.6, 1.4])}
     msg, new = algo.client_end(g, y, carry, client, ctx)
     # c_i+ = c_i - c + (x - y)/(K lr) = (0,2) - (0.5,0) + (0.4,-0.4)/0.4 = (0.5, 1.0)

@@ -34,8 +34,11 @@ def test_dataset_round_trip(tmp_path, groups):
         a, b = getattr(ds, key), getattr(back, key)
         assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
     assert (back.name, back.num_classes, back.standin, back.provenance) == (
-        "toy", 3, True, "generated stand-in for toy",
-    )  # fmt: skip
+        "toy",
+        3,
+        True,
+        "generated stand-in for toy",
+    )
     assert (back.groups is None) == (not groups)
     if groups:
         assert np.array_equal(back.groups, ds.groups)

@@ -11,8 +11,16 @@ from fedbench.models import build_model
 from fedbench.rng import Streams
 
 # Uneven client sizes so some clients run fewer steps and last batches are short.
-CFG = dict(rounds=5, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=3, momentum=0.9,
-           weight_decay=1e-3, eval_every=1)  # fmt: skip
+CFG = dict(
+    rounds=5,
+    batch_size=4,
+    lr=0.1,
+    local_epochs=2,
+    clients_per_round=3,
+    momentum=0.9,
+    weight_decay=1e-3,
+    eval_every=1,
+)
 PARAMS = {"fedprox": {"mu": 0.1}}
 
 
@@ -54,12 +62,23 @@ def test_round_params_agree_on_a_cnn():
     x = rng.random((30, 1, 12, 12), dtype=np.float32)
     y = rng.integers(0, 10, 30)
     idx = np.arange(30).reshape(3, 10)
-    fed = Federation.from_arrays(x, y, list(idx[:, :7]), list(idx[:, 7:]), x[:0], y[:0], 10,
-                                 torch.device("cpu"))  # fmt: skip
+    fed = Federation.from_arrays(
+        x, y, list(idx[:, :7]), list(idx[:, 7:]), x[:0], y[:0], 10, torch.device("cpu")
+    )
     model = build_model("twocnn", (1, 12, 12), 10, init_seed=0, hidden=16, channels=(4, 8))
     cfg = TrainConfig(rounds=1, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=3)
-    out = [run_rounds(build_algorithm("fedavg"), make_apply(model), fed, cfg, Streams(1),
-                      params_of(model), executor=ex) for ex in ("sequential", "vectorised")]  # fmt: skip
+    out = [
+        run_rounds(
+            build_algorithm("fedavg"),
+            make_apply(model),
+            fed,
+            cfg,
+            Streams(1),
+            params_of(model),
+            executor=ex,
+        )
+        for ex in ("sequential", "vectorised")
+    ]
     for k in out[0].global_params:
         assert (out[0].global_params[k] - out[1].global_params[k]).abs().max() <= 1e-5
 
@@ -85,9 +104,20 @@ def test_many_clients_in_chunks_agree(federation_factory):
     model = build_model("mlp", (6,), 3, init_seed=2, hidden=4)
     from fedbench.engine.functional import make_apply, params_of
 
-    cfg = TrainConfig(rounds=2, batch_size=3, lr=0.1, local_epochs=1, clients_per_round=12,
-                      chunk_size=5)  # fmt: skip
-    a, b = (run_rounds(build_algorithm("scaffold"), make_apply(model), fed, cfg, Streams(0),
-                       params_of(model), executor=ex) for ex in ("sequential", "vectorised"))  # fmt: skip
+    cfg = TrainConfig(
+        rounds=2, batch_size=3, lr=0.1, local_epochs=1, clients_per_round=12, chunk_size=5
+    )
+    a, b = (
+        run_rounds(
+            build_algorithm("scaffold"),
+            make_apply(model),
+            fed,
+            cfg,
+            Streams(0),
+            params_of(model),
+            executor=ex,
+        )
+        for ex in ("sequential", "vectorised")
+    )
     for k in a.global_params:
         assert (a.global_params[k] - b.global_params[k]).abs().max() <= 1e-5

@@ -17,8 +17,9 @@ def test_one_client_one_step_equals_one_sgd_step(tiny):
     fed, apply, p0 = tiny
     # One client, one batch holding its whole training split: FedAvg = one SGD step on it.
     fed.train, fed.test = fed.train[:1], fed.test[:1]
-    cfg = TrainConfig(rounds=1, batch_size=len(fed.train[0]), lr=0.5, local_epochs=1,
-                      clients_per_round=1)  # fmt: skip
+    cfg = TrainConfig(
+        rounds=1, batch_size=len(fed.train[0]), lr=0.5, local_epochs=1, clients_per_round=1
+    )
     state = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
     idx = fed.train[0]
     params = {k: v.clone().requires_grad_(True) for k, v in p0.items()}
@@ -31,7 +32,9 @@ def test_one_client_one_step_equals_one_sgd_step(tiny):
 def test_same_seed_same_records_other_seed_differs(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG)
-    runs = [run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(s), p0) for s in (1, 1, 2)]
+    runs = [
+        run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(s), p0) for s in (1, 1, 2)
+    ]
     dump = [json.dumps(r.records, sort_keys=True) for r in runs]
     assert dump[0] == dump[1]
     assert dump[0] != dump[2]
@@ -56,7 +59,9 @@ def test_divergence_is_recorded_and_stops(tiny):
     cfg = TrainConfig(**{**CFG, "lr": 1e10})
     state = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
     assert state.status == "diverged" and state.diverged_round == 1
-    assert state.records == [{"round": 1, "status": "diverged", "reason": state.records[0]["reason"]}]
+    assert state.records == [
+        {"round": 1, "status": "diverged", "reason": state.records[0]["reason"]}
+    ]
 
 
 def test_sampling_is_seeded_and_independent_of_call_order():
@@ -101,9 +106,13 @@ def test_train_all_clients_aggregates_only_sampled(tiny):
 
 @pytest.mark.parametrize(
     "bad, key",
-    [({"rounds": 0}, "rounds"), ({"lr": -1.0}, "lr"), ({"participation": 1.5,
-      "clients_per_round": None}, "participation"), ({"lr_decay": 0}, "lr_decay")],
-)  # fmt: skip
+    [
+        ({"rounds": 0}, "rounds"),
+        ({"lr": -1.0}, "lr"),
+        ({"participation": 1.5, "clients_per_round": None}, "participation"),
+        ({"lr_decay": 0}, "lr_decay"),
+    ],
+)
 def test_bad_training_values_name_the_key(bad, key):
     with pytest.raises(ValueError, match=key):
         TrainConfig(**{**CFG, **bad})
@@ -117,6 +126,8 @@ def test_unknown_training_key_is_named():
 def test_lr_decay_per_round():
     cfg = TrainConfig(**{**CFG, "lr_decay": 0.5})
     assert [cfg.lr_at(t) for t in (1, 2, 3)] == [0.1, 0.05, 0.025]
-    assert TrainConfig(**{**CFG, "clients_per_round": None, "participation": 0.1}
-                       ).sampled_per_round(7) == 1  # fmt: skip
+    assert (
+        TrainConfig(**{**CFG, "clients_per_round": None, "participation": 0.1}).sampled_per_round(7)
+        == 1
+    )
     assert math.isclose(cfg.lr_at(1), 0.1)

@@ -9,7 +9,8 @@ def _count(m):
 
 
 def test_fedavg_2nn_and_cnn_sizes():
-    # 2NN: 784*200+200 + 200*200+200 + 200*10+10; CNN (28x28x1): conv 1->32, 32->64 (5x5), FC 3136->512->10
+    # 2NN: 784*200+200 + 200*200+200 + 200*10+10
+    # CNN (28x28x1): conv 1->32, 32->64 (5x5), FC 3136->512->10
     assert _count(build_model("twonn", (1, 28, 28), 10, init_seed=0)) == 199_210
     cnn = 32 * 25 + 32 + 64 * 32 * 25 + 64 + 3136 * 512 + 512 + 512 * 10 + 10
     assert _count(build_model("twocnn", (1, 28, 28), 10, init_seed=0)) == cnn

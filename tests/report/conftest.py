@@ -39,9 +39,14 @@ def _record(t: int, top1_mean: float, protocols: tuple[str, ...]) -> dict:
     }
     glob = {"loss": 1.0 - top1_mean, "top1": top1_mean + 0.01, "top5": 0.99, "n": 100}
     return {
-        "round": t, "status": "ok", "lr": 0.01, "train_loss": 2.0 / t,
-        "global_test": glob, "clients": clients, "summary": summary,
-    }  # fmt: skip
+        "round": t,
+        "status": "ok",
+        "lr": 0.01,
+        "train_loss": 2.0 / t,
+        "global_test": glob,
+        "clients": clients,
+        "summary": summary,
+    }
 
 
 def make_run(
@@ -64,8 +69,14 @@ def make_run(
         records = [_record(t, v, protocols) for t, v in curve.items() if t < diverged_round]
         records.append({"round": diverged_round, "status": "diverged", "reason": "non-finite"})
     write_jsonl(run_dir / "metrics.jsonl", records)
-    run = dict(scale=scale, dataset=dataset, partition="dir0.1", model="twocnn",
-               algorithm=algorithm, seed=seed)  # fmt: skip
+    run = dict(
+        scale=scale,
+        dataset=dataset,
+        partition="dir0.1",
+        model="twocnn",
+        algorithm=algorithm,
+        seed=seed,
+    )
     write_yaml(
         run_dir / "run.yaml",
         {

@@ -35,9 +35,20 @@ def test_values(runs):
     train = df[(df.protocol == "train") & (df.seed == 0) & (df["round"] == 5)]
     assert train["value"].item() == pytest.approx(0.4)
     assert list(df.columns[:13]) == [
-        "scale", "dataset", "partition", "model", "algorithm", "seed", "round", "status",
-        "protocol", "metric", "stat", "value", "standin",
-    ]  # fmt: skip
+        "scale",
+        "dataset",
+        "partition",
+        "model",
+        "algorithm",
+        "seed",
+        "round",
+        "status",
+        "protocol",
+        "metric",
+        "stat",
+        "value",
+        "standin",
+    ]
 
 
 def test_diverged_marker_and_standin(runs):

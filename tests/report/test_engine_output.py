@@ -19,10 +19,16 @@ def write_run(root, seed, state, rounds):
     """Lay out one engine result the way execute_run does."""
     run_dir = root / "quick" / "runs" / "toy" / "iid" / "mlp" / "fedavg" / f"seed{seed}"
     write_jsonl(run_dir / "metrics.jsonl", state.records)
-    run = dict(scale="quick", dataset="toy", partition="iid", model="mlp", algorithm="fedavg",
-               seed=seed)  # fmt: skip
-    info = {"run": run, "status": state.status, "diverged_round": state.diverged_round,
-            "rounds": rounds, "standin": False}  # fmt: skip
+    run = dict(
+        scale="quick", dataset="toy", partition="iid", model="mlp", algorithm="fedavg", seed=seed
+    )
+    info = {
+        "run": run,
+        "status": state.status,
+        "diverged_round": state.diverged_round,
+        "rounds": rounds,
+        "standin": False,
+    }
     write_yaml(run_dir / "run.yaml", info)
     return run_dir
 
@@ -37,10 +43,19 @@ def test_engine_records_collect_and_tabulate(tiny, tmp_path):
     assert {"global", "global_test", "train"} <= set(df["protocol"])
     assert len(collect_clients(dirs)) == 2 * 4 * 3  # rounds × clients × metrics
     spec = TableSpec(
-        paper="toy", name="table1", caption="toy", metric="top1", protocol="global",
-        stat="wmean", round="final", percent=True, rows=[{"id": "fedavg", "label": "FedAvg"}],
-        columns=[{"id": "toy", "label": "Toy"}], cells={("fedavg", "toy"): dirs}, scale="quick",
-    )  # fmt: skip
+        paper="toy",
+        name="table1",
+        caption="toy",
+        metric="top1",
+        protocol="global",
+        stat="wmean",
+        round="final",
+        percent=True,
+        rows=[{"id": "fedavg", "label": "FedAvg"}],
+        columns=[{"id": "toy", "label": "Toy"}],
+        cells={("fedavg", "toy"): dirs},
+        scale="quick",
+    )
     cell = build_table(spec, None).iloc[0]
     final = df[(df["round"] == 2) & (df.protocol == "global") & (df.metric == "top1")]
     assert cell.n_runs == 1
@@ -54,10 +69,18 @@ def test_engine_divergence_at_round_one(tiny, tmp_path):
     state = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
     run_dir = write_run(tmp_path, 0, state, 2)
     spec = TableSpec(
-        paper="toy", name="table1", caption="toy", metric="top1", protocol="global",
-        stat="mean", round="final", percent=True, rows=[{"id": "fedavg", "label": "FedAvg"}],
-        columns=[{"id": "toy", "label": "Toy"}], cells={("fedavg", "toy"): [run_dir]},
+        paper="toy",
+        name="table1",
+        caption="toy",
+        metric="top1",
+        protocol="global",
+        stat="mean",
+        round="final",
+        percent=True,
+        rows=[{"id": "fedavg", "label": "FedAvg"}],
+        columns=[{"id": "toy", "label": "Toy"}],
+        cells={("fedavg", "toy"): [run_dir]},
         scale="quick",
-    )  # fmt: skip
+    )
     assert build_table(spec, None).iloc[0].status == "diverged (round 1)"
     assert len(collect_runs([run_dir])) == 1

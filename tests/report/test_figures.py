@@ -16,10 +16,18 @@ COLS = [{"id": "mnist", "label": "MNIST"}, {"id": "synthetic", "label": "Synthet
 def spec(cells: dict, **kw) -> FigureSpec:
     """A top1-mean learning-curve figure in percent."""
     fields = dict(
-        paper="demo", name="figure3_1", caption="Learning curves", metric="top1",
-        protocol="global", stat="mean", percent=True, rows=ROWS, columns=COLS, cells=cells,
+        paper="demo",
+        name="figure3_1",
+        caption="Learning curves",
+        metric="top1",
+        protocol="global",
+        stat="mean",
+        percent=True,
+        rows=ROWS,
+        columns=COLS,
+        cells=cells,
         scale="quick",
-    )  # fmt: skip
+    )
     fields.update(kw)
     return FigureSpec(**fields)
 

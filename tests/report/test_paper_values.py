@@ -8,9 +8,13 @@ from fedbench.io import write_text, write_yaml
 from fedbench.papers import PaperValuesError, load_paper_values
 
 GOOD = {
-    "table": "table2_3", "row": "fedavg", "column": "mnist-k50", "value": 74.8, "std": 1.2,
+    "table": "table2_3",
+    "row": "fedavg",
+    "column": "mnist-k50",
+    "value": 74.8,
+    "std": 1.2,
     "where": "Table 2.3, row FedAvg, column MNIST K=50",
-}  # fmt: skip
+}
 
 
 def write(tmp_path, *entries, paper="demo", **top):

@@ -22,10 +22,19 @@ COLS = [{"id": "mnist", "label": "MNIST"}]
 def spec(cells: dict, round_: str = "final", **kw) -> TableSpec:
     """A top1-mean table in percent over the given cells."""
     fields = dict(
-        paper="demo", name="table2_3", caption="Accuracy of the global model", metric="top1",
-        protocol="global", stat="mean", round=round_, percent=True, rows=ROWS, columns=COLS,
-        cells=cells, scale="quick",
-    )  # fmt: skip
+        paper="demo",
+        name="table2_3",
+        caption="Accuracy of the global model",
+        metric="top1",
+        protocol="global",
+        stat="mean",
+        round=round_,
+        percent=True,
+        rows=ROWS,
+        columns=COLS,
+        cells=cells,
+        scale="quick",
+    )
     fields.update(kw)
     return TableSpec(**fields)
 
@@ -47,7 +56,7 @@ def paper_values(tmp_path: Path):
                     "where": "Table 2.3, FedAvg, MNIST",
                 },
             ],
-        },  # fmt: skip
+        },
     )
     return load_paper_values("demo", tmp_path / "papers")
 
@@ -154,8 +163,16 @@ def test_files_written_and_nothing_else(runs, tmp_path):
     assert sorted(p.name for p in paths) == names
     csv = pd.read_csv(out / "table2_3.csv", comment="#")
     assert list(csv.columns[:9]) == [
-        "row", "column", "paper", "paper_std", "ours_mean", "ours_std", "n_runs", "delta", "status",
-    ]  # fmt: skip
+        "row",
+        "column",
+        "paper",
+        "paper_std",
+        "ours_mean",
+        "ours_std",
+        "n_runs",
+        "delta",
+        "status",
+    ]
     assert csv.set_index("row").loc["fedavg", "delta"] == pytest.approx(71.0 - 74.8)
     tex = (out / "table2_3.tex").read_text()
     assert r"\toprule" in tex and r"\bottomrule" in tex and r"$\pm$" in tex
