@@ -10,7 +10,7 @@ export XDG_CACHE_HOME ?= $(CURDIR)/.cache
 # Put the venv first on PATH so Snakemake `shell:` rules and `python` resolve to it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup data quick test bench smoke lint format clean
+.PHONY: setup data quick test bench lint format clean
 
 setup: $(VENV)/.installed
 
@@ -33,20 +33,25 @@ quick: setup data
 
 test: setup
 	$(BIN)/python -m pytest -q tests
-	$(BIN)/snakemake -n --cores $(CORES) all_grids --quiet rules
-	$(BIN)/snakemake --cores $(CORES) quick --config scale=smoke
+	$(BIN)/snakemake -n --cores $(CORES) all --config scale=paper --quiet rules
+	$(BIN)/snakemake --cores $(CORES) quick --config scale=smoke --quiet rules
+	$(BIN)/ruff check fedbench tests workflow benchmarks
+	$(BIN)/ruff format --check fedbench tests workflow benchmarks
+	$(BIN)/snakefmt --check Snakefile workflow/rules
+	$(BIN)/snakemake --lint --cores 1
 
 bench: setup
 	mkdir -p results/benchmarks
 	$(BIN)/python -m pytest -q benchmarks --benchmark-enable --benchmark-json=results/benchmarks/latest.json
 
 lint: setup
-	$(BIN)/ruff check fedbench tests workflow
-	$(BIN)/ruff format --check fedbench tests workflow
+	$(BIN)/ruff check fedbench tests workflow benchmarks
+	$(BIN)/ruff format --check fedbench tests workflow benchmarks
 	$(BIN)/snakefmt --check Snakefile workflow/rules
+	$(BIN)/snakemake --lint --cores 1
 
 format: setup
-	$(BIN)/ruff format fedbench tests workflow
+	$(BIN)/ruff format fedbench tests workflow benchmarks
 	$(BIN)/snakefmt Snakefile workflow/rules
 
 clean:

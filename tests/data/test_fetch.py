@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import socket
-import time
 from pathlib import Path
 
 import numpy as np
@@ -75,10 +74,10 @@ def test_all_mirrors_fail_names_every_url(http_root, tmp_path):
 
 def test_unreachable_url_fails_fast(tmp_path):
     url = _closed_port_url("file.gz")
-    start = time.monotonic()
-    with pytest.raises(FetchError, match="file.gz"):
+    with pytest.raises(FetchError, match="file.gz") as err:
         download([url], tmp_path / "file.gz", timeout=0.5)
-    assert time.monotonic() - start < 5  # a generous bound: refusing must not wait for a timeout
+    # The refusal is reported as such (not as a time-out), with the URL tried.
+    assert url in str(err.value) and "refused" in str(err.value).lower()
     assert list(tmp_path.iterdir()) == []
 
 

@@ -9,17 +9,10 @@ from fedbench.config import (
     validate_catalog,
 )
 from fedbench.data import SOURCES
-from fedbench.grid import (
-    TABLE_EXTS,
-    all_runs,
-    load_grids,
-    output_files,
-    resolve_scale,
-    validate_runs,
-)
+from fedbench.grid import cells, load_grids, output_files, resolve_scale, validate_runs
 
 validate_catalog(config)
-GRIDS = load_grids(workflow.basedir + "/config/papers", config)
+GRIDS = load_grids("config/papers", config)
 for _grid in GRIDS.values():
     validate_runs(_grid, config, resolve_scale(_grid, config.get("scale")))
 
@@ -70,8 +63,6 @@ def output_runs(kind):
     """Input function: the run files of every cell of one table or figure."""
 
     def inputs(wildcards):
-        from fedbench.grid import cells
-
         grid = GRIDS[wildcards.paper]
         name = getattr(wildcards, kind[:-1])
         if name not in grid.outputs(kind):
@@ -81,6 +72,10 @@ def output_runs(kind):
             )
         runs = cells(grid, kind, name, config, wildcards.scale)
         keys = dict.fromkeys(k for ks in runs.values() for k in ks)
-        return [f"{k.folder(wildcards.scale)}/{f}" for k in keys for f in ("metrics.jsonl", "run.yaml")]
+        return [
+            f"{k.folder(wildcards.scale)}/{f}"
+            for k in keys
+            for f in ("metrics.jsonl", "run.yaml")
+        ]
 
     return inputs

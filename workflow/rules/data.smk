@@ -3,6 +3,8 @@ rule fetch:
         "resources/raw/{source}/MANIFEST.json",
     log:
         "logs/fetch/{source}.log",
+    conda:
+        "../envs/fedbench.yaml"
     threads: 1
     resources:
         mem_mb=2000,
@@ -16,15 +18,17 @@ rule prepare:
         raw_manifest,
     output:
         "results/{scale}/data/{dataset}.npz",
-    params:
-        dataset=lambda w: resolve_dataset(config, w.dataset),
-        mode=lambda w: data_mode(config, w.scale),
     log:
         "logs/{scale}/prepare/{dataset}.log",
+    conda:
+        "../envs/fedbench.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
+    params:
+        dataset=lambda w: resolve_dataset(config, w.dataset),
+        mode=lambda w: data_mode(config, w.scale),
     script:
         "../scripts/prepare.py"
 
@@ -34,13 +38,15 @@ rule partition:
         "results/{scale}/data/{dataset}.npz",
     output:
         "results/{scale}/partitions/{dataset}/{partition}/seed{seed}.npz",
-    params:
-        spec=lambda w: resolve_partition(config, w.partition, w.scale),
     log:
         "logs/{scale}/partition/{dataset}/{partition}/seed{seed}.log",
+    conda:
+        "../envs/fedbench.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        spec=lambda w: resolve_partition(config, w.partition, w.scale),
     script:
         "../scripts/partition.py"

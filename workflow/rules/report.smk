@@ -13,17 +13,19 @@ rule table:
         ),
         tex=f"{PAPER_OUT}/{{table}}.tex",
         csv=f"{PAPER_OUT}/{{table}}.csv",
-    wildcard_constraints:
-        table=r"table[0-9_]+",
-    params:
-        grid=lambda w: GRIDS[w.paper],
     log:
         "logs/{scale}/table/{paper}/{table}.log",
+    wildcard_constraints:
+        table=r"table[0-9_]+",
     localrule: True
+    conda:
+        "../envs/fedbench.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        grid=lambda w: GRIDS[w.paper],
     script:
         "../scripts/table.py"
 
@@ -39,17 +41,19 @@ rule figure:
             labels={"paper": "{paper}", "output": "{figure}", "scale": "{scale}"},
         ),
         pdf=f"{PAPER_OUT}/{{figure}}.pdf",
-    wildcard_constraints:
-        figure=r"figure[0-9_]+",
-    params:
-        grid=lambda w: GRIDS[w.paper],
     log:
         "logs/{scale}/figure/{paper}/{figure}.log",
+    wildcard_constraints:
+        figure=r"figure[0-9_]+",
     localrule: True
+    conda:
+        "../envs/fedbench.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
+    params:
+        grid=lambda w: GRIDS[w.paper],
     script:
         "../scripts/figure.py"
 

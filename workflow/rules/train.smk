@@ -8,17 +8,19 @@ rule train:
     output:
         metrics=f"results/{{scale}}/runs/{RUN}/metrics.jsonl",
         run=f"results/{{scale}}/runs/{RUN}/run.yaml",
-    params:
-        spec=run_spec,
-        device=config["device"],
     log:
         f"logs/{{scale}}/train/{RUN}.log",
     benchmark:
         f"benchmarks/{{scale}}/train/{RUN}.tsv"
+    conda:
+        "../envs/fedbench.yaml"
     threads: config["threads"]
     resources:
         mem_mb=8000,
         runtime=240,
         gpu=config["gpus_per_run"],
+    params:
+        spec=run_spec,
+        device=config["device"],
     script:
         "../scripts/train.py"
