@@ -9,6 +9,7 @@ rule fetch:
     resources:
         mem_mb=2000,
         runtime=60,
+        gpu=0,
     script:
         "../scripts/fetch.py"
 
@@ -26,6 +27,7 @@ rule prepare:
     resources:
         mem_mb=4000,
         runtime=30,
+        gpu=0,
     params:
         dataset=lambda w: resolve_dataset(config, w.dataset),
         mode=lambda w: data_mode(config, w.scale),
@@ -46,6 +48,7 @@ rule partition:
     resources:
         mem_mb=2000,
         runtime=10,
+        gpu=0,
     params:
         spec=lambda w: resolve_partition(config, w.partition, w.scale),
     script:

@@ -24,6 +24,7 @@ rule table:
     resources:
         mem_mb=2000,
         runtime=10,
+        gpu=0,
     params:
         grid=lambda w: GRIDS[w.paper],
     script:
@@ -52,6 +53,7 @@ rule figure:
     resources:
         mem_mb=2000,
         runtime=10,
+        gpu=0,
     params:
         grid=lambda w: GRIDS[w.paper],
     script:
