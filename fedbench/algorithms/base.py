@@ -7,6 +7,7 @@ See docs/architecture.md for where each paper's idea plugs in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -72,8 +73,14 @@ class Algorithm:
         """Server state kept across rounds (control variates, mixing weights, synthetic data)."""
         return {}
 
-    def init_client_state(self, client_id: int, global_params: Params) -> State:
-        """Per-client state kept across rounds (local models, control variates)."""
+    def init_client_state(
+        self, client_id: int, global_params: Params, fresh: Callable[[], Params]
+    ) -> State:
+        """Per-client state kept across rounds (local models, control variates).
+
+        `fresh()` returns a new initialisation of the model drawn from the run's `init` stream keyed
+        by this client (SuPerFed's independently initialised local models).
+        """
         return {}
 
     def client_begin(
@@ -82,8 +89,11 @@ class Algorithm:
         """Parameters local training starts from, and constants (`carry`) for the local steps."""
         return dict(global_params), {}
 
-    def step_noise(self, rng: torch.Generator, num_steps: int) -> torch.Tensor | None:
-        """Random draws for every local step, made before the loop (SuPerFed's per-batch λ)."""
+    def step_noise(
+        self, rng: torch.Generator, ctx: ClientContext, global_params: Params
+    ) -> torch.Tensor | None:
+        """Random draws for all ctx.num_steps local steps, made before the loop (leading axis =
+        step), e.g. SuPerFed's per-batch λ."""
         return None
 
     def local_loss(

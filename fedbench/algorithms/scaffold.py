@@ -32,7 +32,7 @@ class Scaffold(Algorithm):
     def init_server_state(self, global_params: Params) -> State:
         return {"c": tree_zeros_like(global_params)}
 
-    def init_client_state(self, client_id: int, global_params: Params) -> State:
+    def init_client_state(self, client_id: int, global_params: Params, fresh) -> State:
         return {"c": tree_zeros_like(global_params)}
 
     def client_begin(self, global_params, server_state: State, client_state: State, ctx):

@@ -86,7 +86,7 @@ class SequentialExecutor:
             state = job.client_states[cid]
             params, carry = job.algo.client_begin(job.global_params, job.server_state, state, ctx)
             noise = job.algo.step_noise(
-                job.streams.torch_generator("algorithm", job.round, cid), len(batches)
+                job.streams.torch_generator("algorithm", job.round, cid), ctx, job.global_params
             )
             params, loss = local_train(
                 job.algo,

@@ -92,12 +92,24 @@ def run_rounds(
     init_params: Params,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     executor: str | None = None,
+    fresh_init: Callable[[int], Params] | None = None,
 ) -> RunState:
     """Train for cfg.rounds rounds; every evaluation round appends one record.
 
     `executor` overrides cfg.executor; `auto` means vectorised here (run.py resolves `auto`
     against the model before calling, falling back to sequential where vmap is not exact).
+    `fresh_init(client_id)` gives a new model initialisation for that client (algorithms with
+    independently initialised local models need it).
     """
+
+    def fresh_for(client_id: int) -> Callable[[], Params]:
+        def fresh() -> Params:
+            if fresh_init is None:
+                raise ValueError(f"{algo.name} needs fresh_init to initialise client models")
+            return fresh_init(client_id)
+
+        return fresh
+
     name = executor or cfg.executor
     if name == "sequential":
         runner = SequentialExecutor()
@@ -107,7 +119,7 @@ def run_rounds(
     state = RunState(
         global_params=dict(init_params),
         server_state=algo.init_server_state(init_params),
-        client_states={i: algo.init_client_state(i, init_params) for i in range(K)},
+        client_states={i: algo.init_client_state(i, init_params, fresh_for(i)) for i in range(K)},
     )
     m = cfg.sampled_per_round(K)
 

@@ -101,8 +101,19 @@ def execute_run(
             eta,
         )
 
+    def fresh_init(client_id: int) -> dict[str, torch.Tensor]:
+        # Keyed by client in the `init` stream: independent of the global init and of each other.
+        other = build_model(
+            spec["model"]["arch"],
+            input_shape=tuple(ds.x_train.shape[1:]),
+            num_classes=ds.num_classes,
+            init_seed=streams.torch_seed("init", 1, client_id),
+            **spec["model"]["params"],
+        ).to(dev)
+        return params_of(other)
+
     state = run_rounds(
-        algo, make_apply(model), fed, cfg, streams, params_of(model), progress, executor
+        algo, make_apply(model), fed, cfg, streams, params_of(model), progress, executor, fresh_init
     )
     write_jsonl(metrics_path, state.records)
     info = {

@@ -116,7 +116,7 @@ class VectorisedExecutor:
                 job.global_params, job.server_state, job.client_states[cid], ctx
             )
             noise = algo.step_noise(
-                job.streams.torch_generator("algorithm", job.round, cid), len(plan)
+                job.streams.torch_generator("algorithm", job.round, cid), ctx, job.global_params
             )
             plans.append(plan)
             ctxs.append(ctx)
