@@ -43,6 +43,7 @@ class ClientContext:
     lr: float
     num_train: int
     num_steps: int
+    steps_per_epoch: int = 0  # 0 when local training counts steps, not epochs
     pre_loss: float | None = None  # global model's loss on the client's train split, if requested
 
 
@@ -68,6 +69,10 @@ class Algorithm:
     train_all_clients: ClassVar[bool] = False
     # Evaluation protocols beside "global" (the global model on each client's test split).
     personal_protocols: ClassVar[tuple[str, ...]] = ()
+
+    def local_epochs(self, epochs: int) -> int:
+        """Local epochs per round given the configured E (Ditto, FedRep add their own τ)."""
+        return epochs
 
     def init_server_state(self, global_params: Params) -> State:
         """Server state kept across rounds (control variates, mixing weights, synthetic data)."""
@@ -110,6 +115,13 @@ class Algorithm:
     def correct_grads(self, grads: Params, params: Params, carry: State) -> Params:
         """Adjust gradients before the optimiser step (SCAFFOLD's control-variate correction)."""
         return grads
+
+    def update_mask(
+        self, params: Params, carry: State, noise: torch.Tensor | None
+    ) -> dict[str, torch.Tensor] | None:
+        """Per-parameter 0/1 factors for this step's update (None = train all): phases that train
+        one part while the rest stays frozen, weight decay and momentum included (FedRep, Ditto)."""
+        return None
 
     def client_end(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,25 @@ def stack_messages(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def client_plan(job: RoundJob, cid: int) -> tuple[list[torch.Tensor], ClientContext]:
+    """A client's batches for this round (its seeded `batches` stream) and its context."""
+    idx = job.fed.train[cid]
+    cfg = job.cfg
+    epochs = None if cfg.local_epochs is None else job.algo.local_epochs(cfg.local_epochs)
+    rng = job.streams.generator("batches", job.round, cid)
+    batches = batch_plan(idx, cfg.batch_size, rng, epochs=epochs, steps=cfg.local_steps)
+    ctx = ClientContext(
+        client_id=cid,
+        round=job.round,
+        lr=job.lr,
+        num_train=len(idx),
+        num_steps=len(batches),
+        steps_per_epoch=0 if epochs is None else math.ceil(len(idx) / cfg.batch_size),
+        pre_loss=job.pre_losses.get(cid),
+    )
+    return batches, ctx
+
+
 class SequentialExecutor:
     """One client after another, each through the engine's local-step loop."""
 
@@ -67,22 +87,7 @@ class SequentialExecutor:
         messages, states, losses = [], {}, []
         cfg, fed = job.cfg, job.fed
         for cid in job.client_ids:
-            idx = fed.train[cid]
-            batches = batch_plan(
-                idx,
-                cfg.batch_size,
-                job.streams.generator("batches", job.round, cid),
-                epochs=cfg.local_epochs,
-                steps=cfg.local_steps,
-            )
-            ctx = ClientContext(
-                client_id=cid,
-                round=job.round,
-                lr=job.lr,
-                num_train=len(idx),
-                num_steps=len(batches),
-                pre_loss=job.pre_losses.get(cid),
-            )
+            batches, ctx = client_plan(job, cid)
             state = job.client_states[cid]
             params, carry = job.algo.client_begin(job.global_params, job.server_state, state, ctx)
             noise = job.algo.step_noise(

@@ -84,8 +84,13 @@ def sgd_step(
     lr: float,
     momentum: float = 0.0,
     weight_decay: float = 0.0,
+    mask: dict[str, torch.Tensor] | None = None,
 ) -> tuple[Params, Params]:
-    """One step of torch.optim.SGD (dampening 0, no Nesterov), out of place."""
+    """One step of torch.optim.SGD (dampening 0, no Nesterov), out of place.
+
+    `mask[k]` (0/1, a scalar or one value per stacked client) freezes parameter k and its momentum
+    for this step, as if it were not in the optimiser.
+    """
     new_p, new_b = {}, {}
     for k, p in params.items():
         g = grads[k]
@@ -96,5 +101,16 @@ def sgd_step(
             new_b[k] = g
         else:
             new_b[k] = buf[k]
-        new_p[k] = p - lr * g
+        if mask is not None and k in mask:
+            m = _broadcast(mask[k], p)
+            new_p[k] = p - lr * m * g
+            new_b[k] = m * new_b[k] + (1 - m) * buf[k]
+        else:
+            new_p[k] = p - lr * g
     return new_p, new_b
+
+
+def _broadcast(m: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Give a per-client factor trailing singleton axes so it broadcasts over `like`."""
+    m = torch.as_tensor(m, dtype=like.dtype, device=like.device)
+    return m.reshape(m.shape + (1,) * (like.dim() - m.dim()))

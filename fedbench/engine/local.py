@@ -31,8 +31,10 @@ def local_train(
     buf = sgd_init(params)
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
-        grads, loss = step_grad(params, x[idx], y[idx], None if noise is None else noise[step])
+        nz = None if noise is None else noise[step]
+        grads, loss = step_grad(params, x[idx], y[idx], nz)
         grads = algo.correct_grads(grads, params, carry)
-        params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay)
+        mask = algo.update_mask(params, carry, nz)
+        params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay, mask)
         loss_sum = loss_sum + loss.detach()
     return params, loss_sum / max(len(batches), 1)

@@ -17,9 +17,8 @@ from torch import nn
 from torch.func import grad_and_value, vmap
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from fedbench.algorithms.base import Batch, ClientContext
-from fedbench.engine.batches import batch_plan
-from fedbench.engine.executors import RoundJob, RoundOutput, stack_messages
+from fedbench.algorithms.base import Batch
+from fedbench.engine.executors import RoundJob, RoundOutput, client_plan, stack_messages
 from fedbench.engine.functional import Params, sgd_init, sgd_step
 
 log = logging.getLogger("fedbench.engine")
@@ -101,17 +100,7 @@ class VectorisedExecutor:
         algo, cfg, fed = job.algo, job.cfg, job.fed
         plans, ctxs, starts, carries, noises = [], [], [], [], []
         for cid in ids:
-            idx = fed.train[cid]
-            plan = batch_plan(
-                idx,
-                cfg.batch_size,
-                job.streams.generator("batches", job.round, cid),
-                epochs=cfg.local_epochs,
-                steps=cfg.local_steps,
-            )
-            ctx = ClientContext(
-                cid, job.round, job.lr, len(idx), len(plan), job.pre_losses.get(cid)
-            )
+            plan, ctx = client_plan(job, cid)
             params, carry = algo.client_begin(
                 job.global_params, job.server_state, job.client_states[cid], ctx
             )
@@ -145,14 +134,15 @@ class VectorisedExecutor:
                 return algo.local_loss(job.apply, q, Batch(xb, yb, mb), cr, nz)
 
             g, value = grad_and_value(loss_fn)(p)
-            return algo.correct_grads(g, p, cr), value
+            upd = algo.update_mask(p, cr, nz)
+            return algo.correct_grads(g, p, cr), value, {} if upd is None else upd
 
         vstep = vmap(step, in_dims=(0, 0, 0, 0, 0, None if noise is None else 0))
         buf = sgd_init(params)
         loss_sum = torch.zeros(n_clients, device=device)
         for s in range(n_steps):
             rows = index[s]
-            grads, value = vstep(
+            grads, value, upd = vstep(
                 params,
                 fed.x[rows],
                 fed.y[rows],
@@ -160,7 +150,7 @@ class VectorisedExecutor:
                 carry,
                 None if noise is None else noise[s],
             )
-            new_p, new_b = sgd_step(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay)
+            new_p, new_b = sgd_step(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, upd)
             keep = active[s]
             params = {k: _where(keep, new_p[k], params[k]) for k in params}
             buf = {k: _where(keep, new_b[k], buf[k]) for k in buf}
