@@ -1,4 +1,4 @@
-"""Engine hooks that later algorithms rely on: phases with frozen parts, extra epochs, fresh init."""
+"""Engine hooks later algorithms rely on: phases with frozen parts, extra epochs, fresh init."""
 
 from dataclasses import dataclass
 from typing import ClassVar
