@@ -8,11 +8,13 @@ from typing import Any
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.scaffold import Scaffold
+from fedbench.algorithms.superfed import SuPerFed
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedavg": Algorithm,
     "fedprox": FedProx,
     "scaffold": Scaffold,
+    "superfed": SuPerFed,
 }
 
 

@@ -41,6 +41,7 @@ class ClientContext:
     client_id: int
     round: int  # 1-based
     lr: float
+    rounds: int  # T, the run's total rounds
     num_train: int
     num_steps: int
     steps_per_epoch: int = 0  # 0 when local training counts steps, not epochs
@@ -69,6 +70,9 @@ class Algorithm:
     train_all_clients: ClassVar[bool] = False
     # Evaluation protocols beside "global" (the global model on each client's test split).
     personal_protocols: ClassVar[tuple[str, ...]] = ()
+    # Derived protocols: name -> (candidate protocols, metric); per client, the candidate with the
+    # highest metric on the client's test split (SuPerFed's "best averaged" λ; optimistic).
+    selections: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
 
     def local_epochs(self, epochs: int) -> int:
         """Local epochs per round given the configured E (Ditto, FedRep add their own τ)."""

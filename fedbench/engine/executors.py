@@ -69,6 +69,7 @@ def client_plan(job: RoundJob, cid: int) -> tuple[list[torch.Tensor], ClientCont
         client_id=cid,
         round=job.round,
         lr=job.lr,
+        rounds=cfg.rounds,
         num_train=len(idx),
         num_steps=len(batches),
         steps_per_epoch=0 if epochs is None else math.ceil(len(idx) / cfg.batch_size),

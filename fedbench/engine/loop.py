@@ -51,6 +51,24 @@ def _round(v: float) -> float:
     return float(f"{v:.6g}") if math.isfinite(v) else v
 
 
+def select_per_client(results: list[dict[str, list]], metric: str) -> dict[str, list]:
+    """Per client, the candidate protocol with the highest `metric` (first on ties).
+
+    Chosen on the test split itself, so the result is optimistic: tables label it as such.
+    """
+    first = results[0]
+    out: dict[str, list] = {"ids": first["ids"], "n": first["n"], "choice": []}
+    for key in CLIENT_METRICS:
+        out[key] = []
+    for j in range(len(first["ids"])):
+        values = [r[metric][j] for r in results]
+        best = max(range(len(values)), key=values.__getitem__)
+        out["choice"].append(best)
+        for key in CLIENT_METRICS:
+            out[key].append(results[best][key][j])
+    return out
+
+
 def evaluate_round(
     algo: Algorithm, apply: Apply, fed: Federation, state: RunState, cfg: TrainConfig
 ) -> dict[str, Any]:
@@ -68,6 +86,8 @@ def evaluate_round(
         clients[protocol] = evaluate_clients_each(
             apply, per_client, fed.x, fed.y, fed.test, cfg.eval_batch_size
         )
+    for name, (candidates, metric) in algo.selections.items():
+        clients[name] = select_per_client([clients[c] for c in candidates], metric)
     summary = {}
     for protocol, res in clients.items():
         for key in CLIENT_METRICS:

@@ -84,7 +84,7 @@ def test_scaffold_control_variates_by_hand():
     algo = build_algorithm("scaffold")
     g = {"w": torch.tensor([1.0, 1.0])}
     server, client = {"c": {"w": torch.tensor([0.5, 0.0])}}, {"c": {"w": torch.tensor([0.0, 2.0])}}
-    ctx = ClientContext(client_id=0, round=2, lr=0.1, num_train=8, num_steps=4)
+    ctx = ClientContext(client_id=0, round=2, lr=0.1, rounds=5, num_train=8, num_steps=4)
     start, carry = algo.client_begin(g, server, client, ctx)
     # Correction adds c - c_i = (0.5, -2).
     torch.testing.assert_close(

@@ -21,7 +21,17 @@ CFG = dict(
     weight_decay=1e-3,
     eval_every=1,
 )
-PARAMS = {"fedprox": {"mu": 0.1}}
+PARAMS = {"fedprox": {"mu": 0.1}, "superfed": {"start": 0.4, "mode": "lm", "nu": 1.0, "mu": 0.1}}
+
+
+def _fresh(p0):
+    """Per-client initialisations that differ from the global one and from each other."""
+
+    def fresh(client_id):
+        g = torch.Generator().manual_seed(100 + client_id)
+        return {k: 0.3 * torch.randn(v.shape, generator=g) for k, v in p0.items()}
+
+    return fresh
 
 
 def _uneven(tiny_fed):
@@ -39,7 +49,9 @@ def test_executors_agree(name, chunk, tiny):
     runs = {}
     for ex in ("sequential", "vectorised"):
         cfg = TrainConfig(**CFG, chunk_size=chunk)
-        runs[ex] = run_rounds(algo, apply, fed, cfg, Streams(5), p0, executor=ex)
+        runs[ex] = run_rounds(
+            algo, apply, fed, cfg, Streams(5), p0, executor=ex, fresh_init=_fresh(p0)
+        )
     seq, vec = runs["sequential"], runs["vectorised"]
     for k in seq.global_params:
         diff = (seq.global_params[k] - vec.global_params[k]).abs().max().item()
