@@ -40,8 +40,15 @@ def test_phases_freeze_parts_including_weight_decay(tiny, executor):
             seen[ctx.client_id] = (ctx.num_steps, ctx.steps_per_epoch, params)
             return super().client_end(global_params, params, carry, client_state, ctx)
 
-    cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=4,
-                      momentum=0.9, weight_decay=0.1)  # fmt: skip
+    cfg = TrainConfig(
+        rounds=1,
+        batch_size=4,
+        lr=0.1,
+        local_epochs=1,
+        clients_per_round=4,
+        momentum=0.9,
+        weight_decay=0.1,
+    )
     run_rounds(Probe(), apply, fed, cfg, Streams(0), p0, executor=executor)
     steps, per_epoch, _ = seen[0]
     assert per_epoch == 3 and steps == 6  # 9 training samples, B = 4, two epochs

@@ -13,8 +13,15 @@ from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, select_per_client
 from fedbench.rng import Streams
 
-CFG = dict(rounds=4, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2, momentum=0.9,
-           weight_decay=1e-3)  # fmt: skip
+CFG = dict(
+    rounds=4,
+    batch_size=4,
+    lr=0.1,
+    local_epochs=1,
+    clients_per_round=2,
+    momentum=0.9,
+    weight_decay=1e-3,
+)
 
 
 def _fresh(p0):
@@ -70,8 +77,11 @@ def test_mixing_starts_after_floor_start_times_rounds():
 def test_local_model_trains_after_start_and_stays_local(tiny):
     fed, apply, p0 = tiny
     state = _run(SuPerFed(start=0.5), tiny)
-    moved = [c for c, cs in state.client_states.items()
-             if not torch.equal(cs["local"]["head.weight"], _fresh(p0)(c)["head.weight"])]  # fmt: skip
+    moved = [
+        c
+        for c, cs in state.client_states.items()
+        if not torch.equal(cs["local"]["head.weight"], _fresh(p0)(c)["head.weight"])
+    ]
     assert moved  # sampled clients after round 2 trained their local model
 
 
@@ -99,10 +109,13 @@ def test_joint_gradient_eq_2_3():
     wf, wl = torch.tensor([[0.5, 0.1], [0.2, -0.3]]), torch.tensor([[-0.4, 0.3], [0.1, 0.2]])
     lam = 0.3
     apply = lambda p, x: x @ p["l.weight"].T  # noqa: E731
-    params = {"fed.l.weight": wf.clone().requires_grad_(True),
-              "loc.l.weight": wl.clone().requires_grad_(True)}  # fmt: skip
-    loss = algo.local_loss(apply, params, Batch(x, y), {"anchor": {"l.weight": wf}},
-                           torch.tensor([lam]))  # fmt: skip
+    params = {
+        "fed.l.weight": wf.clone().requires_grad_(True),
+        "loc.l.weight": wl.clone().requires_grad_(True),
+    }
+    loss = algo.local_loss(
+        apply, params, Batch(x, y), {"anchor": {"l.weight": wf}}, torch.tensor([lam])
+    )
     gf, gl = torch.autograd.grad(loss, list(params.values()))
     w = ((1 - lam) * wf + lam * wl).requires_grad_(True)
     (g,) = torch.autograd.grad(torch.nn.functional.cross_entropy(x @ w.T, y), [w])
@@ -111,8 +124,12 @@ def test_joint_gradient_eq_2_3():
 
 
 def test_mm_draws_one_lambda_per_model_lm_one_per_layer():
-    params = {"body.0.weight": torch.zeros(2, 2), "body.2.weight": torch.zeros(2, 2),
-              "head.weight": torch.zeros(2, 2), "head.bias": torch.zeros(2)}  # fmt: skip
+    params = {
+        "body.0.weight": torch.zeros(2, 2),
+        "body.2.weight": torch.zeros(2, 2),
+        "head.weight": torch.zeros(2, 2),
+        "head.bias": torch.zeros(2),
+    }
     ctx = ClientContext(0, 5, 0.1, 10, 8, 7)
     g = torch.Generator().manual_seed(0)
     assert SuPerFed(mode="mm", start=0.0).step_noise(g, ctx, params).shape == (7, 1)
@@ -123,7 +140,9 @@ def test_mm_draws_one_lambda_per_model_lm_one_per_layer():
     assert lam["head.weight"] is lam["head.bias"]
     assert len({float(v) for v in lam.values()}) == 3
     assert module_groups(["m.lstm.weight_ih_l0", "m.lstm.weight_ih_l1", "m.fc.weight"]) == [
-        ["m.lstm.weight_ih_l0", "m.lstm.weight_ih_l1"], ["m.fc.weight"]]  # fmt: skip
+        ["m.lstm.weight_ih_l0", "m.lstm.weight_ih_l1"],
+        ["m.fc.weight"],
+    ]
 
 
 def test_code_aggregation_leaves_biases_at_the_server_value(tiny):
