@@ -38,14 +38,45 @@ def _keys(where: str, entry: dict, valid: tuple[str, ...] | list[str]) -> None:
 
 
 def load_catalog(path: str | Path) -> dict[str, Any]:
-    """Read and validate the catalog file."""
+    """Read the catalog file, add the per-paper entries of catalog/*.yaml beside it, validate."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     with open(path) as f:
         catalog = yaml.safe_load(f)
+    extend_catalog(catalog, catalog_files(path.parent))
     validate_catalog(catalog)
     return catalog
+
+
+def catalog_files(config_dir: str | Path) -> list[Path]:
+    """The per-paper catalog files (config/catalog/*.yaml), in a fixed order."""
+    return sorted(Path(config_dir, "catalog").glob("*.yaml"))
+
+
+def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
+    """Add each file's datasets/partitions/models/algorithms to `catalog` (in place).
+
+    A paper's settings live in its own file; a name defined twice is an error naming both files.
+    """
+    origin = {(s, n): "config.yaml" for s in SECTIONS for n in catalog.get(s, {}) or {}}
+    for path in paths:
+        with open(path) as f:
+            extra = yaml.safe_load(f) or {}
+        if not isinstance(extra, dict):
+            raise ConfigError(f"{path.name}: expected a mapping")
+        unknown = sorted(set(extra) - set(SECTIONS))
+        if unknown:
+            raise ConfigError(f"{path.name}: unknown key(s) {unknown}; valid: {list(SECTIONS)}")
+        for section, entries in extra.items():
+            for name, entry in (entries or {}).items():
+                if (section, name) in origin:
+                    raise ConfigError(
+                        f"{path.name}: {section}.{name} is already defined in "
+                        f"{origin[(section, name)]}"
+                    )
+                origin[(section, name)] = path.name
+                catalog.setdefault(section, {})[name] = entry
 
 
 def validate_catalog(catalog: dict[str, Any]) -> None:

@@ -24,6 +24,7 @@ OUTPUT_KEYS = (
     "columns",
     "seeds",
     "decimals",
+    "spread",
 )
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 TABLE_EXTS = ("md", "tex", "csv")
@@ -100,13 +101,18 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
     for key in ("metric", "protocol", "stat", "rows", "columns"):
         if key not in out:
             raise ConfigError(f"{where}: missing key {key!r}")
-    if out["protocol"] == "global_test":
-        if out["stat"] != "value":
-            raise ConfigError(f"{where}.stat: protocol global_test takes stat 'value'")
-    elif out["stat"] not in PACK_STATS:
-        raise ConfigError(f"{where}.stat: {out['stat']!r} is not one of {list(PACK_STATS)}")
-    if out["metric"] not in CLIENT_METRICS:
-        raise ConfigError(f"{where}.metric: {out['metric']!r} is not one of {list(CLIENT_METRICS)}")
+    if out.get("spread") is not None and out["spread"] not in PACK_STATS:
+        raise ConfigError(f"{where}.spread: {out['spread']!r} is not one of {list(PACK_STATS)}")
+    for entry in (out, *out["rows"], *out["columns"]):
+        place = where if entry is out else f"{where} entry {entry.get('id')!r}"
+        protocol, stat = entry.get("protocol"), entry.get("stat")
+        if stat is not None and stat not in (*PACK_STATS, "value"):
+            raise ConfigError(f"{place}.stat: {stat!r} is not one of {list(PACK_STATS)}")
+        if protocol == "global_test" and stat not in (None, "value"):
+            raise ConfigError(f"{place}.stat: protocol global_test takes stat 'value'")
+        metric = entry.get("metric")
+        if metric is not None and metric not in CLIENT_METRICS:
+            raise ConfigError(f"{place}.metric: {metric!r} is not one of {list(CLIENT_METRICS)}")
     if out.get("round", "final") not in ("final", "best"):
         raise ConfigError(f"{where}.round: must be 'final' or 'best'")
     for axis in ("rows", "columns"):
@@ -130,12 +136,22 @@ def _as_list(v: Any) -> list:
 
 
 def _merge(row: dict, col: dict, where: str) -> dict[str, Any]:
+    """The run fields of one cell. A row's field may map column ids to names (SuPerFed's
+    per-setting ν and L), with an optional `default`."""
     cell = {}
     for field in RUN_FIELDS:
         values = [e[field] for e in (row, col) if field in e]
         if len(values) != 1:
             raise ConfigError(f"{where}: {field!r} must be set by exactly one of row and column")
-        cell[field] = values[0]
+        value = values[0]
+        if isinstance(value, dict):
+            if col["id"] not in value and "default" not in value:
+                raise ConfigError(
+                    f"{where}: {field!r} maps columns to names but has no entry for column "
+                    f"{col['id']!r} and no 'default'"
+                )
+            value = value.get(col["id"], value.get("default"))
+        cell[field] = value
     return cell
 
 
@@ -183,8 +199,18 @@ def column_labels(grid: Grid, kind: str, name: str, catalog: dict, scale: str) -
         label = col.get("label", col["id"])
         if "dataset" in col:
             label = label.replace("{dataset}", choose_dataset(col["dataset"], catalog, scale))
-        cols.append({"id": col["id"], "label": label})
+        cols.append({**_axis_entry(col), "label": label})
     return cols
+
+
+QUANTITY_KEYS = ("metric", "protocol", "stat")
+
+
+def _axis_entry(entry: dict) -> dict[str, Any]:
+    """What the report needs of a row or column: id, label, and any quantity override."""
+    out = {"id": entry["id"], "label": entry.get("label", entry["id"])}
+    out.update({k: entry[k] for k in QUANTITY_KEYS if k in entry})
+    return out
 
 
 def all_runs(grid: Grid, catalog: dict, scale: str) -> list[RunKey]:
@@ -226,7 +252,7 @@ def _spec_fields(grid: Grid, kind: str, name: str, catalog: dict, scale: str) ->
         "protocol": out["protocol"],
         "stat": out["stat"],
         "percent": bool(out.get("percent", False)),
-        "rows": [{"id": r["id"], "label": r.get("label", r["id"])} for r in out["rows"]],
+        "rows": [_axis_entry(r) for r in out["rows"]],
         "columns": column_labels(grid, kind, name, catalog, scale),
         "cells": {
             cell: [Path(k.folder(scale)) for k in keys]

@@ -68,3 +68,22 @@ def test_bad_training_value_is_named_at_resolution(catalog):
 
 def test_catalog_file_is_plain_yaml():
     assert yaml.safe_load((ROOT / "config" / "config.yaml").read_text())["scales"]
+
+
+def test_catalog_files_extend_and_reject_duplicates(tmp_path, catalog):
+    from fedbench.config import extend_catalog
+
+    c = copy.deepcopy(catalog)
+    a = tmp_path / "a.yaml"
+    a.write_text("algorithms:\n  fedprox-mu5: {algorithm: fedprox, mu: 5.0}\n")
+    extend_catalog(c, [a])
+    assert c["algorithms"]["fedprox-mu5"]["mu"] == 5.0
+    validate_catalog(c)
+    b = tmp_path / "b.yaml"
+    b.write_text("algorithms:\n  fedavg: {algorithm: fedavg}\n")
+    with pytest.raises(ConfigError, match="fedavg is already defined in config.yaml"):
+        extend_catalog(c, [b])
+    bad = tmp_path / "c.yaml"
+    bad.write_text("scales: {}\n")
+    with pytest.raises(ConfigError, match="scales"):
+        extend_catalog(c, [bad])

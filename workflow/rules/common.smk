@@ -2,6 +2,8 @@
 import re
 
 from fedbench.config import (
+    catalog_files,
+    extend_catalog,
     data_mode,
     resolve_dataset,
     resolve_partition,
@@ -11,6 +13,7 @@ from fedbench.config import (
 from fedbench.data import SOURCES
 from fedbench.grid import cells, load_grids, output_files, resolve_scale, validate_runs
 
+extend_catalog(config, catalog_files("config"))
 validate_catalog(config)
 GRIDS = load_grids("config/papers", config)
 for _grid in GRIDS.values():
