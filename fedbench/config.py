@@ -22,7 +22,7 @@ TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", 
 DATA_MODES = ("real", "standin")
 SCALE_KEYS = ("data", "caps", "description")
 CAP_KEYS = ("rounds", "num_clients", "clients_per_round")
-PARTITION_KINDS = ("iid", "shards", "dirichlet", "natural")
+PARTITION_KINDS = ("iid", "shards", "dirichlet", "dirichlet_capped", "natural")
 
 
 class ConfigError(ValueError):

@@ -140,6 +140,39 @@ def dirichlet(
     return _dirichlet(labels, num_clients, alpha, rng, min_size, max_tries)[0]
 
 
+def dirichlet_capped(
+    labels: np.ndarray,
+    num_clients: int,
+    alpha: float,
+    rng: np.random.Generator,
+    drop_at_most: int = 10,
+) -> list[np.ndarray]:
+    """The SuPerFed/FedKT-code variant: class by class, p ~ Dir(alpha * 1_K) with p_k set to 0
+    for clients already holding >= N/K samples (then renormalised); clients left with
+    <= drop_at_most samples are dropped, so fewer than K clients may remain (spec §4.4, §12.9)."""
+    labels = np.asarray(labels)
+    n = len(labels)
+    if not np.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    _check_clients(num_clients, n)
+    cap = n / num_clients
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    sizes = np.zeros(num_clients, dtype=np.int64)
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        p = rng.dirichlet(np.full(num_clients, float(alpha)))
+        p = np.where(sizes < cap, p, 0.0)
+        if p.sum() <= 0:  # every client is full: spread evenly over all of them
+            p = np.ones(num_clients)
+        p = p / p.sum()
+        cuts = (np.cumsum(p) * len(idx)).astype(np.int64)[:-1]
+        for k, chunk in enumerate(np.split(idx, cuts)):
+            parts[k].append(chunk)
+            sizes[k] += len(chunk)
+    clients = [np.concatenate(p) for p in parts]
+    return _as_clients([c for c in clients if len(c) > drop_at_most])
+
+
 def natural(groups: np.ndarray) -> list[np.ndarray]:
     """One client per distinct group id (in increasing id order)."""
     groups = np.asarray(groups)
@@ -252,6 +285,11 @@ def _build_dirichlet(labels, groups, rng, num_clients, alpha, min_size, max_trie
     return _dirichlet(labels, num_clients, alpha, rng, min_size, max_tries)
 
 
+def _build_dirichlet_capped(labels, groups, rng, num_clients, alpha, drop_at_most):
+    clients = dirichlet_capped(labels, num_clients, alpha, rng, drop_at_most)
+    return clients, {"clients_kept": len(clients), "clients_asked": num_clients}
+
+
 def _build_natural(labels, groups, rng, num_clients):
     if groups is None:
         raise ValueError("partition kind 'natural' needs a dataset with groups (natural clients)")
@@ -271,6 +309,9 @@ PARTITIONERS: dict[str, Partitioner] = {
     ),
     "dirichlet": Partitioner(
         _build_dirichlet, ("num_clients", "alpha"), {"min_size": 10, "max_tries": 100}
+    ),
+    "dirichlet_capped": Partitioner(
+        _build_dirichlet_capped, ("num_clients", "alpha"), {"drop_at_most": 10}
     ),
     "natural": Partitioner(_build_natural, (), {"num_clients": None}),
 }

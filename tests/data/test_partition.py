@@ -163,7 +163,7 @@ def test_make_partition_rejects_bad_specs(spec, needle):
 
 
 def test_registry_kinds():
-    assert sorted(PARTITIONERS) == ["dirichlet", "iid", "natural", "shards"]
+    assert sorted(PARTITIONERS) == ["dirichlet", "dirichlet_capped", "iid", "natural", "shards"]
 
 
 def test_partition_round_trip(tmp_path):
@@ -190,3 +190,22 @@ def test_truncated_partition_names_the_file(tmp_path):
         load_partition(path)
     with pytest.raises(FileNotFoundError, match="missing.npz"):
         load_partition(tmp_path / "missing.npz")
+
+
+def test_dirichlet_capped_caps_drops_and_is_seeded():
+    from fedbench.data.partition import dirichlet_capped
+
+    labels = np.random.default_rng(0).integers(0, 10, 5000)
+    a = dirichlet_capped(labels, 50, 0.1, np.random.default_rng(1))
+    b = dirichlet_capped(labels, 50, 0.1, np.random.default_rng(1))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    flat = np.concatenate(a)
+    assert len(flat) == len(np.unique(flat))  # disjoint
+    assert all(len(c) > 10 for c in a)  # clients with <= 10 samples are dropped
+    assert len(a) <= 50
+    # A client stops receiving new classes once it holds N/K samples: its size exceeds the cap by
+    # at most what one class's draw gave it.
+    class_max = np.bincount(labels).max()
+    assert max(len(c) for c in a) <= 5000 / 50 + class_max
+    kept = dirichlet_capped(labels, 50, 100.0, np.random.default_rng(1))
+    assert len(kept) == 50 and sum(len(c) for c in kept) == 5000
