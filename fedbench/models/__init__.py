@@ -5,13 +5,28 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from fedbench.models.groups import mixing_groups
 from fedbench.models.simple import MLP, Linear, TwoCNN, TwoNN
+from fedbench.models.superfed import (
+    VGG9,
+    MobileNet,
+    NextCharLSTM,
+    ResNet9,
+    SuperFedTwoCNN,
+    SuperFedTwoNN,
+)
 
 MODELS: dict[str, type[nn.Module]] = {
     "linear": Linear,
     "mlp": MLP,
     "twonn": TwoNN,
     "twocnn": TwoCNN,
+    "superfed_twonn": SuperFedTwoNN,
+    "superfed_twocnn": SuperFedTwoCNN,
+    "resnet9": ResNet9,
+    "mobilenet": MobileNet,
+    "vgg9": VGG9,
+    "nextchar_lstm": NextCharLSTM,
 }
 
 
@@ -31,4 +46,4 @@ def build_model(
             raise ValueError(f"model {arch!r}: bad parameter ({err})") from None
 
 
-__all__ = ["MODELS", "build_model"]
+__all__ = ["MODELS", "build_model", "mixing_groups"]

@@ -16,9 +16,12 @@ def test_fedavg_2nn_and_cnn_sizes():
     assert _count(build_model("twocnn", (1, 28, 28), 10, init_seed=0)) == cnn
 
 
+SHAPES = {"twocnn": (3, 32, 32), "mobilenet": (3, 64, 64), "nextchar_lstm": (80,)}
+
+
 @pytest.mark.parametrize("arch", sorted(MODELS))
 def test_shapes_and_body_head_split(arch):
-    shape = (3, 32, 32) if arch == "twocnn" else (1, 28, 28)
+    shape = SHAPES.get(arch, (1, 28, 28))
     m = build_model(arch, shape, 7, init_seed=0)
     assert m(torch.zeros(2, *shape)).shape == (2, 7)
     names = [n for n, _ in m.named_parameters()]
