@@ -271,6 +271,7 @@ def table_spec(grid: Grid, name: str, catalog: dict, scale: str):
         **_spec_fields(grid, "tables", name, catalog, scale),
         round=out.get("round", "final"),
         decimals=out.get("decimals", 2),
+        spread=out.get("spread"),
     )
 
 

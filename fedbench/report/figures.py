@@ -12,10 +12,16 @@ from matplotlib.figure import Figure
 from fedbench.io import atomic_path
 from fedbench.report.collect import RunData, run_series
 from fedbench.report.layout import (
+    LayoutError,
+    Quantity,
     any_standin,
+    cell_quantities,
     check_layout,
     load_cells,
+    protocol_notes,
     quantity_label,
+    value_scale,
+    variation,
     warning_lines,
 )
 
@@ -40,15 +46,31 @@ class FigureSpec:
     scale: str
 
     def __post_init__(self) -> None:
-        """Reject an unknown stat, scale or a cell outside the rows × columns."""
+        """Reject an unknown stat, scale, a cell outside the rows × columns, or a row/column
+        overriding the metric or stat (the panels share one y axis; only protocol may vary)."""
         check_layout(self)
+        for cell, q in cell_quantities(self).items():
+            if (q.metric, q.stat) != (self.metric, self.stat):
+                raise LayoutError(
+                    f"{self.paper}/{self.name}: cell {cell} reads {q.metric}/{q.stat}, but a "
+                    f"figure's rows and columns may override only the protocol "
+                    f"(the figure plots {self.metric}/{self.stat})"
+                )
 
 
-def seed_curves(runs: list[RunData], spec: FigureSpec) -> pd.DataFrame:
+def _quantity(spec: FigureSpec, quantity: Quantity | None) -> Quantity:
+    """The given quantity, or the figure-wide one."""
+    return quantity or Quantity(spec.metric, spec.protocol, spec.stat)
+
+
+def seed_curves(
+    runs: list[RunData], spec: FigureSpec, quantity: Quantity | None = None
+) -> pd.DataFrame:
     """Rounds × seeds frame of the quantity, finished runs only, rounds every seed evaluated."""
-    scale = 100.0 if spec.percent else 1.0
+    q = _quantity(spec, quantity)
+    scale = value_scale(q.metric, spec.percent)
     series = {
-        r.key["seed"]: run_series(r, spec.protocol, spec.metric, spec.stat) * scale
+        r.key["seed"]: run_series(r, q.protocol, q.metric, q.stat) * scale
         for r in runs
         if r.status == "ok"
     }
@@ -57,12 +79,14 @@ def seed_curves(runs: list[RunData], spec: FigureSpec) -> pd.DataFrame:
     return pd.concat(series, axis=1).sort_index().dropna()
 
 
-def _draw_cell(ax, runs: list[RunData], spec: FigureSpec, label: str, color: str) -> None:
+def _draw_cell(
+    ax, runs: list[RunData], spec: FigureSpec, q: Quantity, label: str, color: str
+) -> None:
     """Mean line and ±std band of one row in one panel; diverged runs dotted up to divergence."""
     diverged = [r for r in runs if r.status != "ok"]
     if diverged:
         label += f" [{len(diverged)}/{len(runs)} diverged]"
-    curves = seed_curves(runs, spec)
+    curves = seed_curves(runs, spec, q)
     if not curves.empty:
         mean = curves.mean(axis=1)
         ax.plot(mean.index, mean.values, color=color, label=label, lw=1.6)
@@ -70,9 +94,9 @@ def _draw_cell(ax, runs: list[RunData], spec: FigureSpec, label: str, color: str
             std = curves.std(axis=1, ddof=1)
             ax.fill_between(mean.index, mean - std, mean + std, color=color, alpha=0.2, lw=0)
         label = None
-    factor = 100.0 if spec.percent else 1.0
+    factor = value_scale(q.metric, spec.percent)
     for run in diverged:
-        s = run_series(run, spec.protocol, spec.metric, spec.stat) * factor
+        s = run_series(run, q.protocol, q.metric, q.stat) * factor
         ax.axvline(run.diverged_round, color=color, ls=":", lw=0.8, label=label)
         label = None
         if len(s):
@@ -88,13 +112,22 @@ def make_figure(spec: FigureSpec) -> Figure:
     fig = Figure(figsize=(width, PANEL_SIZE[1] + 1.2), layout="constrained")
     axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
     colors = [f"C{i % 10}" for i in range(len(spec.rows))]
+    quantities = cell_quantities(spec)
+    by, _ = variation(spec, "protocol")
     ylabel = quantity_label(spec, spec.percent)
+    if by != "table":
+        ylabel = ylabel.replace(f"protocol {spec.protocol}", f"protocol per {by}")
     for ax, col in zip(axes, spec.columns, strict=True):
         for row, color in zip(spec.rows, colors, strict=True):
+            q = quantities[(str(row["id"]), str(col["id"]))]
             runs = cells.get((str(row["id"]), str(col["id"])), [])
+            label = str(row["label"]) + (f" [{q.protocol}]" if by in ("row", "cell") else "")
             if runs:
-                _draw_cell(ax, runs, spec, str(row["label"]), color)
-        ax.set_title(str(col["label"]))
+                _draw_cell(ax, runs, spec, q, label, color)
+        title = str(col["label"])
+        if by == "column":
+            title += f" [{quantities[(str(spec.rows[0]['id']), str(col['id']))].protocol}]"
+        ax.set_title(title)
         ax.set_xlabel("round")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(ylabel)
@@ -113,6 +146,7 @@ def make_figure(spec: FigureSpec) -> Figure:
     title = [
         f"{spec.paper} {spec.name}: {spec.caption}",
         f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)",
+        *protocol_notes({q.protocol for q in quantities.values()}),
         *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
     ]
     chars = int(width * CHARS_PER_INCH)

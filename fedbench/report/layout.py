@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,10 +19,28 @@ SCALE_NOTES = {
     "smoke": "smoke-scale run: a few rounds for CI, a pipeline check, not the paper's setting",
 }
 CONFIG_KEYS = ("scale", "dataset", "partition", "model", "algorithm")
+# What a row or column entry may override of the spec-wide quantity (row first, then column).
+QUANTITY_KEYS = ("metric", "protocol", "stat")
+# Derived protocols whose meaning every output must spell out.
+PROTOCOL_NOTES = {
+    "best_lambda": "best λ per client, chosen on the client's test split (optimistic)",
+}
 
 
 class LayoutError(ValueError):
     """A table or figure spec whose rows, columns, cells or quantity do not fit together."""
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """What one cell reads from each run: summary[protocol][metric][stat]."""
+
+    metric: str
+    protocol: str
+    stat: str
+
+    def __str__(self) -> str:
+        return f"{self.protocol}/{self.metric}/{self.stat}"
 
 
 class CellLayout(Protocol):
@@ -51,18 +70,61 @@ def _ids(where: str, entries: list[dict]) -> list[str]:
     return ids
 
 
+def is_accuracy(metric: str) -> bool:
+    """Accuracy metrics (top1, top5, ...) are the only ones `percent` scales."""
+    return metric.startswith("top")
+
+
+def value_scale(metric: str, percent: bool) -> float:
+    """100 for an accuracy metric in a percent table or figure, else 1."""
+    return 100.0 if percent and is_accuracy(metric) else 1.0
+
+
+def _override(entry: dict, key: str) -> Any:
+    """A row's or column's override of one quantity field (None when unset)."""
+    value = entry.get(key)
+    return None if value is None else str(value)
+
+
+def cell_quantity(spec: CellLayout, row: dict, col: dict) -> Quantity:
+    """Each field: the row's value if set, else the column's, else the spec's."""
+    fields = {}
+    for key in QUANTITY_KEYS:
+        values = (_override(row, key), _override(col, key), str(getattr(spec, key)))
+        fields[key] = next(v for v in values if v is not None)
+    return Quantity(**fields)
+
+
+def cell_quantities(spec: CellLayout) -> dict[tuple[str, str], Quantity]:
+    """(row id, column id) -> the cell's quantity, for every row × column."""
+    return {
+        (str(row["id"]), str(col["id"])): cell_quantity(spec, row, col)
+        for row in spec.rows
+        for col in spec.columns
+    }
+
+
+def _check_quantity(where: str, q: Quantity | CellLayout) -> None:
+    """A stat the protocol has: 'value' for global_test/train, a pack stat otherwise."""
+    if not q.metric:
+        raise LayoutError(f"{where}: empty metric")
+    if q.protocol in (GLOBAL_TEST, TRAIN):
+        if q.stat != VALUE:
+            raise LayoutError(f"{where}: protocol {q.protocol!r} needs stat 'value'")
+    elif q.stat not in PACK_STATS:
+        raise LayoutError(f"{where}: unknown stat {q.stat!r}; valid: {list(PACK_STATS)}")
+
+
 def check_layout(spec: CellLayout) -> None:
-    """Check the quantity names, the scale and that every cell names a known row and column."""
+    """Check the quantity names (spec-wide and per cell), the scale and the cells' rows/columns."""
     where = f"{spec.paper}/{spec.name}"
     if spec.scale not in SCALES:
         raise LayoutError(f"{where}: unknown scale {spec.scale!r}; valid: {list(SCALES)}")
-    if spec.protocol in (GLOBAL_TEST, TRAIN):
-        if spec.stat != VALUE:
-            raise LayoutError(f"{where}: protocol {spec.protocol!r} needs stat 'value'")
-    elif spec.stat not in PACK_STATS:
-        raise LayoutError(f"{where}: unknown stat {spec.stat!r}; valid: {list(PACK_STATS)}")
+    _check_quantity(where, spec)
     row_ids = _ids(f"{where} rows", spec.rows)
     col_ids = _ids(f"{where} columns", spec.columns)
+    for (row, col), q in cell_quantities(spec).items():
+        _check_quantity(f"{where} cell ({row}, {col}) {q}", q)
     for row, col in spec.cells:
         if row not in row_ids or col not in col_ids:
             raise LayoutError(
@@ -112,7 +174,71 @@ def warning_lines(scale: str, standin: bool) -> list[str]:
     return out
 
 
-def quantity_label(spec: CellLayout, percent: bool) -> str:
-    """E.g. 'top1 (protocol global, stat wmean), in %'."""
-    text = f"{spec.metric} (protocol {spec.protocol}, stat {spec.stat})"
-    return text + (", in % (×100)" if percent else "")
+def quantity_label(q: Quantity | CellLayout, percent: bool) -> str:
+    """E.g. 'top1 (protocol global, stat wmean), in % (×100)'; only accuracies get the %."""
+    text = f"{q.metric} (protocol {q.protocol}, stat {q.stat})"
+    return text + (", in % (×100)" if value_scale(q.metric, percent) != 1.0 else "")
+
+
+def variation(spec: CellLayout, key: str) -> tuple[str, dict[str, list[str]]]:
+    """How one quantity field varies: ('table'|'row'|'column'|'cell', value -> where it holds)."""
+    grid = [[getattr(cell_quantity(spec, r, c), key) for c in spec.columns] for r in spec.rows]
+    values = {v for line in grid for v in line}
+    if len(values) <= 1:
+        return "table", {v: [] for v in values}
+    out: dict[str, list[str]] = {}
+    if all(len(set(line)) == 1 for line in grid):
+        for row, line in zip(spec.rows, grid, strict=True):
+            out.setdefault(line[0], []).append(str(row["label"]))
+        return "row", out
+    columns = list(zip(*grid, strict=True))
+    if all(len(set(line)) == 1 for line in columns):
+        for col, line in zip(spec.columns, columns, strict=True):
+            out.setdefault(line[0], []).append(str(col["label"]))
+        return "column", out
+    for row, line in zip(spec.rows, grid, strict=True):
+        for col, v in zip(spec.columns, line, strict=True):
+            out.setdefault(v, []).append(f"({row['label']}, {col['label']})")
+    return "cell", out
+
+
+def quantity_lines(spec: CellLayout, percent: bool) -> list[tuple[str, str]]:
+    """(key, text) header lines naming the quantity: one line when it is the same everywhere,
+    else which fields vary by row/column/cell and a legend line per varying field."""
+    quantities = set(cell_quantities(spec).values()) or {
+        Quantity(spec.metric, spec.protocol, spec.stat)
+    }
+    metrics = sorted({q.metric for q in quantities})
+    lines = []
+    if len(quantities) == 1:
+        (q,) = quantities
+        lines.append(("Quantity", quantity_label(q, percent)))
+    else:
+        how = {key: variation(spec, key) for key in QUANTITY_KEYS}
+        varying = [f"{k} by {how[k][0]}" for k in QUANTITY_KEYS if how[k][0] != "table"]
+        fixed = [f"{k} {next(iter(how[k][1]))}" for k in QUANTITY_KEYS if how[k][0] == "table"]
+        text = "varies per cell: " + ", ".join(varying)
+        if fixed:
+            text += "; " + ", ".join(fixed)
+        lines.append(
+            ("Quantity", text + " (legend follows; each cell's in the CSV's quantity column)")
+        )
+        for key in QUANTITY_KEYS:
+            kind, where = how[key]
+            if kind != "table":
+                legend = "; ".join(f"{v}: {', '.join(labels)}" for v, labels in where.items())
+                lines.append((f"{key.capitalize()} by {kind}", legend))
+    if percent and (len(quantities) > 1 or not is_accuracy(metrics[0])):
+        others = [m for m in metrics if not is_accuracy(m)]
+        text = "accuracy metrics (names starting with 'top') in % (×100)"
+        if others:
+            text += f"; other metrics ({', '.join(others)}) not scaled"
+        lines.append(("Percent", text))
+    return lines
+
+
+def protocol_notes(protocols: set[str] | list[str]) -> list[str]:
+    """'protocol p: meaning' for every derived protocol used."""
+    return [
+        f"protocol {p}: {PROTOCOL_NOTES[p]}" for p in sorted(set(protocols)) if p in PROTOCOL_NOTES
+    ]

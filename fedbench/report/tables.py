@@ -12,14 +12,21 @@ import numpy as np
 import pandas as pd
 
 from fedbench.io import write_text
+from fedbench.metrics import PACK_STATS
 from fedbench.papers import PaperValues
-from fedbench.report.collect import RunData, run_series
+from fedbench.report.collect import GLOBAL_TEST, TRAIN, RunData, run_series
 from fedbench.report.layout import (
+    PROTOCOL_NOTES,
     LayoutError,
+    Quantity,
     any_standin,
+    cell_quantities,
     check_layout,
     load_cells,
+    protocol_notes,
     quantity_label,
+    quantity_lines,
+    value_scale,
     warning_lines,
 )
 
@@ -30,6 +37,13 @@ MIN_STATS = ("std", "gini")
 STD_NOTE = (
     "mean ± sample standard deviation (ddof=1) over seeds of each run's value; no ± with "
     "one seed; (n=k) = runs averaged; Δ = ours − paper"
+)
+SPREAD_NOTE = (
+    "mean (c) ± s: mean = mean over seeds of each run's value; (c) = mean over seeds of each "
+    "run's {spread} across clients of the same metric and protocol at the same round (scaled "
+    "like the value); ± s = sample standard deviation (ddof=1) over seeds of each run's value, "
+    "shown only with ≥ 2 seeds; (n=k) = runs averaged; paper 'v (c)' = the paper's value and "
+    "its printed std; Δ = ours mean − paper value"
 )
 DIVERGED_NOTE = (
     "a cell reading 'diverged (round r)' had a run diverge at round r; a diverged run is never "
@@ -53,6 +67,11 @@ CSV_COLUMNS = (
     "standin",
     "row_label",
     "column_label",
+    "quantity",
+    "metric",
+    "protocol",
+    "stat",
+    "ours_spread",
 )
 DASH = "—"
 
@@ -74,15 +93,27 @@ class TableSpec:
     cells: dict[tuple[str, str], list[Path]]
     scale: str
     decimals: int = 2
+    spread: str | None = None
 
     def __post_init__(self) -> None:
-        """Reject an unknown round mode, stat, scale or a cell outside the rows × columns."""
+        """Reject an unknown round mode, stat, spread, scale or a cell outside the layout."""
+        where = f"{self.paper}/{self.name}"
         if self.round not in ROUND_MODES:
             raise LayoutError(
-                f"{self.paper}/{self.name}: round must be one of {list(ROUND_MODES)}, "
-                f"got {self.round!r}"
+                f"{where}: round must be one of {list(ROUND_MODES)}, got {self.round!r}"
             )
         check_layout(self)
+        if self.spread is not None:
+            if self.spread not in PACK_STATS:
+                raise LayoutError(
+                    f"{where}: unknown spread {self.spread!r}; valid: {list(PACK_STATS)}"
+                )
+            for cell, q in cell_quantities(self).items():
+                if q.protocol in (GLOBAL_TEST, TRAIN):
+                    raise LayoutError(
+                        f"{where}: spread needs per-client values, but cell {cell} reads "
+                        f"protocol {q.protocol!r}"
+                    )
 
 
 def maximises(metric: str, stat: str) -> bool:
@@ -90,17 +121,35 @@ def maximises(metric: str, stat: str) -> bool:
     return not (stat in MIN_STATS or any(metric.startswith(m) for m in MIN_METRICS))
 
 
-def eval_protocol_label(spec: TableSpec) -> str:
-    """How the round was chosen, said plainly on every output and every CSV row."""
+def _table_quantity(spec: TableSpec) -> Quantity:
+    """The spec-wide quantity (what a cell reads when neither its row nor column overrides)."""
+    return Quantity(spec.metric, spec.protocol, spec.stat)
+
+
+def _round_label(spec: TableSpec, quantities: list[Quantity]) -> str:
+    """How the round was chosen, for the given quantities."""
     if spec.round == "final":
         return "final round (last evaluated round)"
-    how = "max" if maximises(spec.metric, spec.stat) else "min"
+    hows = {"max" if maximises(q.metric, q.stat) else "min" for q in quantities}
+    how = hows.pop() if len(hows) == 1 else "max for accuracies, min for loss/ece/mce and std/gini"
     return f"best round on the test set ({how} over evaluated rounds; optimistic)"
 
 
-def run_value(run: RunData, spec: TableSpec) -> tuple[float, int]:
-    """(value, round) of one finished run under the spec's round mode."""
-    series = run_series(run, spec.protocol, spec.metric, spec.stat)
+def eval_protocol_label(spec: TableSpec, quantity: Quantity | None = None) -> str:
+    """How the value was chosen, said plainly on every output: of one cell's quantity, or (no
+    quantity) of the whole table, naming every derived protocol it uses."""
+    if quantity is not None:
+        note = PROTOCOL_NOTES.get(quantity.protocol)
+        return _round_label(spec, [quantity]) + (f"; {note}" if note else "")
+    quantities = list(cell_quantities(spec).values()) or [_table_quantity(spec)]
+    notes = protocol_notes({q.protocol for q in quantities})
+    return "; ".join([_round_label(spec, quantities), *notes])
+
+
+def run_value(run: RunData, spec: TableSpec, quantity: Quantity | None = None) -> tuple[float, int]:
+    """(value, round) of one finished run under the spec's round mode (default: table quantity)."""
+    q = quantity or _table_quantity(spec)
+    series = run_series(run, q.protocol, q.metric, q.stat)
     last = run.ok_records[-1]["round"]
     if spec.round == "final":
         if series.index[-1] != last:
@@ -111,8 +160,16 @@ def run_value(run: RunData, spec: TableSpec) -> tuple[float, int]:
     clean = series.dropna()
     if clean.empty:
         return math.nan, int(last)
-    r = clean.idxmax() if maximises(spec.metric, spec.stat) else clean.idxmin()
+    r = clean.idxmax() if maximises(q.metric, q.stat) else clean.idxmin()
     return float(clean[r]), int(r)
+
+
+def run_spread(run: RunData, quantity: Quantity, spread: str, round_: int) -> float:
+    """The run's `spread` stat (across clients) of the quantity's metric/protocol at a round."""
+    series = run_series(run, quantity.protocol, quantity.metric, spread)
+    if round_ not in series.index:
+        raise LayoutError(f"{run.run_dir}: {series.name} is missing at round {round_}")
+    return float(series.loc[round_])
 
 
 def _diverged_status(diverged: list[RunData], total: int) -> str:
@@ -128,19 +185,24 @@ def _diverged_status(diverged: list[RunData], total: int) -> str:
 def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.DataFrame:
     """One row per (row, column) cell: paper value, ours mean/std over seeds, n, Δ, status."""
     cells = load_cells(spec)
-    scale = 100.0 if spec.percent else 1.0
-    label = eval_protocol_label(spec)
+    quantities = cell_quantities(spec)
     out = []
     for row in spec.rows:
         for col in spec.columns:
             rid, cid = str(row["id"]), str(col["id"])
+            q = quantities[(rid, cid)]
+            scale = value_scale(q.metric, spec.percent)
             runs = sorted(cells.get((rid, cid), []), key=lambda r: r.key["seed"])
             ok = [r for r in runs if r.status == "ok"]
             diverged = [r for r in runs if r.status != "ok"]
-            picked = [run_value(r, spec) for r in ok]
+            picked = [run_value(r, spec, q) for r in ok]
             values = np.array([v * scale for v, _ in picked], dtype=np.float64)
             mean = float(values.mean()) if len(values) else math.nan
             std = float(values.std(ddof=1)) if len(values) >= 2 else math.nan
+            spread = math.nan
+            if spec.spread is not None and ok:
+                spreads = [run_spread(r, q, spec.spread, rd) for r, (_, rd) in zip(ok, picked)]
+                spread = float(np.mean(spreads)) * scale
             pv = paper_values.get(spec.name, rid, cid) if paper_values is not None else None
             paper = pv.value if pv is not None else math.nan
             paper_std = pv.std if pv is not None and pv.std is not None else math.nan
@@ -159,7 +221,7 @@ def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.
                     "n_runs": len(values),
                     "delta": mean - paper,
                     "status": status,
-                    "eval_protocol": label,
+                    "eval_protocol": eval_protocol_label(spec, q),
                     "n_diverged": len(diverged),
                     "diverged_rounds": ";".join(str(r.diverged_round) for r in diverged),
                     "seeds": ";".join(str(r.key["seed"]) for r in ok),
@@ -167,6 +229,11 @@ def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.
                     "standin": any(r.standin for r in runs),
                     "row_label": str(row["label"]),
                     "column_label": str(col["label"]),
+                    "quantity": quantity_label(q, spec.percent),
+                    "metric": q.metric,
+                    "protocol": q.protocol,
+                    "stat": q.stat,
+                    "ours_spread": spread,
                 }
             )
     df = pd.DataFrame(out, columns=list(CSV_COLUMNS))
@@ -181,10 +248,10 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
     lines = [
         ("Paper", spec.paper),
         ("Table", f"{spec.name}: {spec.caption}"),
-        ("Quantity", quantity_label(spec, spec.percent)),
+        *quantity_lines(spec, spec.percent),
         ("Eval protocol", eval_protocol_label(spec)),
         ("Scale", spec.scale),
-        ("Ours", STD_NOTE),
+        ("Ours", STD_NOTE if spec.spread is None else SPREAD_NOTE.format(spread=spec.spread)),
     ]
     if table.attrs.get("paper_source"):
         lines.append(("Paper values from", table.attrs["paper_source"]))
@@ -206,16 +273,19 @@ def _paper_num(x: float) -> str:
     return f"{x:.10g}"
 
 
-def display_cells(r: pd.Series, decimals: int) -> tuple[str, str, str]:
-    """(paper, ours, Δ) display strings of one cell."""
+def display_cells(r: pd.Series, decimals: int, spread: bool = False) -> tuple[str, str, str]:
+    """(paper, ours, Δ) display strings of one cell; with `spread`, 'mean (spread) ± s'."""
     paper = DASH
     if math.isfinite(r["paper"]):
         paper = _paper_num(r["paper"])
         if math.isfinite(r["paper_std"]):
-            paper += f" ± {_paper_num(r['paper_std'])}"
+            std = _paper_num(r["paper_std"])
+            paper += f" ({std})" if spread else f" ± {std}"
     if r["status"] != "ok":
         return paper, (DASH if r["status"] == "no runs" else r["status"]), DASH
     ours = _num(r["ours_mean"], decimals)
+    if spread:
+        ours += f" ({_num(r['ours_spread'], decimals)})"
     if r["n_runs"] >= 2:
         ours += f" ± {_num(r['ours_std'], decimals)}"
     ours += f" (n={r['n_runs']})"
@@ -229,7 +299,8 @@ def _grid(table: pd.DataFrame, spec: TableSpec) -> list[list[str]]:
     for row in spec.rows:
         line = [str(row["label"])]
         for col in spec.columns:
-            line += display_cells(by_cell[(str(row["id"]), str(col["id"]))], spec.decimals)
+            cell = by_cell[(str(row["id"]), str(col["id"]))]
+            line += display_cells(cell, spec.decimals, spread=spec.spread is not None)
         grid.append(line)
     return grid
 
@@ -267,6 +338,8 @@ TEX_SPECIAL = {
     "^": r"\textasciicircum{}",
     "±": r"$\pm$",
     "Δ": r"$\Delta$",
+    "λ": r"$\lambda$",
+    "≥": r"$\geq$",
     "—": "---",
     "−": "$-$",
     "×": r"$\times$",

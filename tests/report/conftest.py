@@ -18,25 +18,34 @@ CURVES = {  # per-seed client-mean top1 at each evaluated round
 }
 
 
-def _clients(top1_mean: float) -> dict:
-    """Three clients around `top1_mean`; loss = 1 - top1, top5 = min(1, top1 + 0.1)."""
-    top1 = [top1_mean + o for o in OFFSETS]
-    return {
-        "ids": [0, 1, 2],
-        "n": list(SIZES),
-        "loss": [1.0 - v for v in top1],
-        "top1": top1,
-        "top5": [min(1.0, v + 0.1) for v in top1],
+METRICS = ("loss", "top1", "top5")
+# Each client's metric from its top1 (ece/mce only in runs made with metrics=(..., "ece", "mce")).
+CLIENT_VALUE = {
+    "loss": lambda v: 1.0 - v,
+    "top1": lambda v: v,
+    "top5": lambda v: min(1.0, v + 0.1),
+    "ece": lambda v: (1.0 - v) / 4,
+    "mce": lambda v: (1.0 - v) / 2,
+}
+PROTOCOL_OFFSET = {"global": 0.0, "best_lambda": 0.15}  # any other protocol: +0.1
+
+
+def _clients(top1_mean: float, metrics: tuple[str, ...], offsets: tuple[float, ...]) -> dict:
+    """Three clients at `top1_mean` + offsets; other metrics per CLIENT_VALUE."""
+    top1 = [top1_mean + o for o in offsets]
+    return {"ids": [0, 1, 2], "n": list(SIZES)} | {
+        m: [CLIENT_VALUE[m](v) for v in top1] for m in metrics
     }
 
 
-def _record(t: int, top1_mean: float, protocols: tuple[str, ...]) -> dict:
+def _record(
+    t: int, top1_mean: float, protocols: tuple[str, ...], metrics=METRICS, offsets=OFFSETS
+) -> dict:
     """One ok evaluation record in the engine's format."""
-    clients = {p: _clients(top1_mean + (0.1 if p != "global" else 0.0)) for p in protocols}
-    summary = {
-        p: {m: distribution_pack(c[m], c["n"]) for m in ("loss", "top1", "top5")}
-        for p, c in clients.items()
+    clients = {
+        p: _clients(top1_mean + PROTOCOL_OFFSET.get(p, 0.1), metrics, offsets) for p in protocols
     }
+    summary = {p: {m: distribution_pack(c[m], c["n"]) for m in metrics} for p, c in clients.items()}
     glob = {"loss": 1.0 - top1_mean, "top1": top1_mean + 0.01, "top5": 0.99, "n": 100}
     return {
         "round": t,
@@ -59,14 +68,20 @@ def make_run(
     standin: bool = False,
     protocols: tuple[str, ...] = ("global",),
     curve: dict[int, float] | None = None,
+    metrics: tuple[str, ...] = METRICS,
+    offsets: tuple[float, ...] = OFFSETS,
 ) -> Path:
     """Write metrics.jsonl and run.yaml of one fake run; return its directory."""
     run_dir = root / scale / "runs" / dataset / "dir0.1" / "twocnn" / algorithm / f"seed{seed}"
     curve = curve if curve is not None else CURVES[seed]
     if diverged_round is None:
-        records = [_record(t, v, protocols) for t, v in curve.items()]
+        records = [_record(t, v, protocols, metrics, offsets) for t, v in curve.items()]
     else:
-        records = [_record(t, v, protocols) for t, v in curve.items() if t < diverged_round]
+        records = [
+            _record(t, v, protocols, metrics, offsets)
+            for t, v in curve.items()
+            if t < diverged_round
+        ]
         records.append({"round": diverged_round, "status": "diverged", "reason": "non-finite"})
     write_jsonl(run_dir / "metrics.jsonl", records)
     run = dict(

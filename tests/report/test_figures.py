@@ -7,7 +7,7 @@ import pytest
 
 from fedbench.report.collect import load_run
 from fedbench.report.figures import FigureSpec, learning_curves, make_figure, seed_curves
-from fedbench.report.layout import STANDIN_NOTE, LayoutError, load_cells
+from fedbench.report.layout import STANDIN_NOTE, LayoutError, Quantity, load_cells
 
 ROWS = [{"id": "fedavg", "label": "FedAvg"}, {"id": "fedprox", "label": "FedProx"}]
 COLS = [{"id": "mnist", "label": "MNIST"}, {"id": "synthetic", "label": "Synthetic"}]
@@ -68,3 +68,47 @@ def test_seed_curves_mean(runs):
 def test_unknown_stat_rejected():
     with pytest.raises(LayoutError, match="unknown stat"):
         spec({}, stat="median")
+
+
+def test_row_protocol_override(runs):
+    rows = [
+        {"id": "fedavg", "label": "FedAvg"},
+        {"id": "ditto", "label": "Ditto", "protocol": "personal"},
+    ]
+    s = spec(
+        {("fedavg", "mnist"): [runs["avg0"]], ("ditto", "mnist"): [runs["avg0_personal"]]},
+        rows=rows,
+        columns=COLS[:1],
+    )
+    cells = load_cells(s)
+    personal = Quantity("top1", "personal", "mean")
+    curves = seed_curves(cells[("ditto", "mnist")], s, personal)
+    assert curves.loc[20, 0] == pytest.approx(78.0)  # conftest: personal = global + 0.1
+    fig = make_figure(s)
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["FedAvg [global]", "Ditto [personal]"]
+    assert "protocol per row" in fig.axes[0].get_ylabel()
+
+
+def test_best_lambda_note_and_column_protocol(make):
+    sup = make(seed=0, algorithm="superfed", protocols=("global", "best_lambda"))
+    cols = [{"id": "g", "label": "global"}, {"id": "b", "label": "best", "protocol": "best_lambda"}]
+    s = spec({("fedavg", "g"): [sup], ("fedavg", "b"): [sup]}, rows=ROWS[:1], columns=cols)
+    fig = make_figure(s)
+    assert [ax.get_title() for ax in fig.axes] == ["global [global]", "best [best_lambda]"]
+    text = " ".join(fig.get_suptitle().split())
+    assert "best λ per client, chosen on the client's test split (optimistic)" in text
+
+
+def test_percent_not_applied_to_loss(runs):
+    s = spec({("fedavg", "mnist"): [runs["avg0"]]}, metric="loss")
+    curves = seed_curves(load_cells(s)[("fedavg", "mnist")], s)
+    assert curves.loc[20, 0] == pytest.approx(1 - 0.68)
+
+
+def test_only_protocol_may_vary():
+    rows = [{"id": "fedavg", "label": "FedAvg", "metric": "top5"}]
+    with pytest.raises(LayoutError, match="may override only the protocol"):
+        spec({}, rows=rows)
+    same = [{"id": "fedavg", "label": "FedAvg", "metric": "top1", "stat": "mean"}]
+    spec({}, rows=same)  # an override equal to the figure's own quantity is fine
