@@ -101,6 +101,8 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
     for key in ("metric", "protocol", "stat", "rows", "columns"):
         if key not in out:
             raise ConfigError(f"{where}: missing key {key!r}")
+    if kind == "figures" and "spread" in out:
+        raise ConfigError(f"{where}.spread: only tables take a spread")
     if out.get("spread") is not None and out["spread"] not in PACK_STATS:
         raise ConfigError(f"{where}.spread: {out['spread']!r} is not one of {list(PACK_STATS)}")
     for entry in (out, *out["rows"], *out["columns"]):
