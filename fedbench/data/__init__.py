@@ -9,8 +9,11 @@ import numpy as np
 
 from fedbench.data.base import ArrayDataset, FetchError, Source, manifest_verifies
 from fedbench.data.cifar import Cifar10, Cifar100
+from fedbench.data.leaf_femnist import Femnist, FemnistLeaf
 from fedbench.data.mnist import MNIST, FashionMNIST, MNIST5k
+from fedbench.data.shakespeare import LeafShakespeare, ShakespearePlays
 from fedbench.data.synthetic import Synthetic
+from fedbench.data.tinyimagenet import TinyImageNet
 
 __all__ = ["MODES", "SOURCES", "ArrayDataset", "FetchError", "Source", "prepare_dataset"]
 
@@ -21,6 +24,11 @@ SOURCES: dict[str, Source] = {
     "cifar10": Cifar10(),
     "cifar100": Cifar100(),
     "synthetic": Synthetic(),
+    "shakespeare_plays": ShakespearePlays(),
+    "leaf_shakespeare": LeafShakespeare(),
+    "femnist": Femnist(),
+    "femnist_leaf": FemnistLeaf(),
+    "tinyimagenet": TinyImageNet(),
 }
 
 MODES = ("real", "standin")

@@ -188,9 +188,14 @@ def test_registry_and_params():
         "cifar10",
         "cifar100",
         "fashion_mnist",
+        "femnist",
+        "femnist_leaf",
+        "leaf_shakespeare",
         "mnist",
         "mnist5k",
+        "shakespeare_plays",
         "synthetic",
+        "tinyimagenet",
     ]
     assert [f.filename for f in SOURCES["mnist"].files] == list(IDX_FILES)
     with pytest.raises(ValueError, match="imagenet.*valid"):

@@ -1,0 +1,290 @@
+"""FEMNIST (LEAF): NIST Special Database 19 handwriting, 62 classes, one client per writer.
+
+`femnist` fetches NIST's two SD19 zips and redoes LEAF's preprocessing in memory;
+`femnist_leaf` reads the all_data / train / test JSON files LEAF's preprocess.sh writes, placed by
+hand (the SuPerFed author used LEAF's "small-sized" output, `--sf 0.05`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+
+from fedbench.data.base import ArrayDataset, RemoteFile, Source, standin_images
+from fedbench.data.known_sums import CitedChecksums
+
+NIST_URL = "https://s3.amazonaws.com/nist-srd/SD19/"
+BY_CLASS = "by_class.zip"
+BY_WRITE = "by_write.zip"
+FEMNIST_PARAMS: dict[str, Any] = {"min_samples": 0, "max_clients": None, "seed": 0}
+SIDE = 28
+
+
+def leaf_label(hex_code: str) -> int:
+    """LEAF's class of a by_class folder (hex ASCII code): 0-9 digits, 10-35 A-Z, 36-61 a-z."""
+    try:
+        ch = chr(int(hex_code, 16))
+    except ValueError:
+        raise ValueError(f"by_class folder {hex_code!r} is not a hex character code") from None
+    if "0" <= ch <= "9":
+        return ord(ch) - ord("0")
+    if "A" <= ch <= "Z":
+        return ord(ch) - ord("A") + 10
+    if "a" <= ch <= "z":
+        return ord(ch) - ord("a") + 36
+    raise ValueError(f"by_class folder {hex_code!r} ({ch!r}) is not a digit or a letter")
+
+
+def nist_image(png: bytes) -> np.ndarray:
+    """One 128x128 NIST PNG as LEAF stores it: grey, thumbnail to 28x28 (Lanczos), / 255."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as img:
+        grey = img.convert("L")
+    grey.thumbnail((SIDE, SIDE), Image.Resampling.LANCZOS)
+    arr = np.asarray(grey, dtype=np.float32)
+    if arr.shape != (SIDE, SIDE):
+        raise ValueError(f"a NIST image thumbnails to {arr.shape}, not {SIDE}x{SIDE} (not square?)")
+    return arr / np.float32(255.0)
+
+
+def _check_params(source: str, params: dict[str, Any]) -> None:
+    ms, mc = params["min_samples"], params["max_clients"]
+    if isinstance(ms, bool) or not isinstance(ms, int) or ms < 0:
+        raise ValueError(f"{source}: min_samples must be an integer >= 0, got {ms!r}")
+    if mc is not None and (isinstance(mc, bool) or not isinstance(mc, int) or mc < 1):
+        raise ValueError(f"{source}: max_clients must be a positive integer or None, got {mc!r}")
+
+
+def select_clients(names: list[str], counts: list[int], params: dict[str, Any]) -> list[str]:
+    """Clients with >= min_samples samples, then a seeded subset of max_clients, in name order."""
+    order = sorted(range(len(names)), key=lambda i: names[i])
+    kept = [names[i] for i in order if counts[i] >= max(params["min_samples"], 1)]
+    if params["max_clients"] is not None and params["max_clients"] < len(kept):
+        pick = np.random.default_rng(params["seed"]).choice(
+            len(kept), params["max_clients"], replace=False
+        )
+        kept = [kept[i] for i in np.sort(pick)]
+    return kept
+
+
+def _dataset(
+    source: str,
+    x: np.ndarray,
+    y: np.ndarray,
+    groups: np.ndarray,
+    standin: bool,
+    provenance: str,
+) -> ArrayDataset:
+    return ArrayDataset(
+        name=source,
+        x_train=x,
+        y_train=y,
+        x_test=np.zeros((0, 1, SIDE, SIDE), dtype=np.float32),
+        y_test=np.zeros(0, dtype=np.int64),
+        num_classes=62,
+        standin=standin,
+        provenance=provenance,
+        groups=groups,
+    )
+
+
+class FemnistBase(Source):
+    """Writers' 28x28 characters, all in the training pool with groups = writer."""
+
+    input_shape = (1, SIDE, SIDE)
+    num_classes = 62
+    params = FEMNIST_PARAMS
+
+    def standin(
+        self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
+    ) -> ArrayDataset:
+        """62-class 1x28x28 images from 20 writers, each with its own contrast and offset."""
+        params = self.check_params(params)
+        _check_params(self.name, params)
+        writers = 20 if params["max_clients"] is None else min(20, params["max_clients"])
+        if n_train < writers:
+            raise ValueError(f"{self.name}: stand-in needs n_train >= {writers} (one per writer)")
+        x, y = standin_images(rng, n_train, self.input_shape, self.num_classes)
+        groups = rng.permutation(np.arange(n_train) % writers).astype(np.int64)
+        gain = rng.uniform(0.6, 1.0, writers)[groups, None, None, None]
+        shift = rng.uniform(0.0, 0.3, writers)[groups, None, None, None]
+        x = np.clip(x * gain + shift, 0.0, 1.0).astype(np.float32)
+        return _dataset(
+            self.name,
+            x,
+            y,
+            groups,
+            True,
+            f"generated stand-in for {self.name}: class prototypes plus noise, {writers} writers "
+            f"with their own gain and offset, n_train={n_train}, params={params}",
+        )
+
+
+def _class_of_hash(by_class: zipfile.ZipFile) -> dict[str, int]:
+    """MD5 of every hsf image in by_class -> its class (first occurrence wins, as in LEAF)."""
+    out: dict[str, int] = {}
+    for name in by_class.namelist():
+        parts = PurePosixPath(name).parts
+        if len(parts) != 4 or not name.endswith(".png"):
+            continue
+        _, code, sub, _ = parts
+        if "hsf" not in sub or "mit" in sub:
+            continue
+        digest = hashlib.md5(by_class.read(name), usedforsecurity=False).hexdigest()
+        out.setdefault(digest, leaf_label(code))
+    return out
+
+
+def read_nist(
+    by_class_path: Path, by_write_path: Path, params: dict[str, Any]
+) -> tuple[np.ndarray, np.ndarray, list[str], int]:
+    """Images, labels and writer names of the selected writers; and how many images lacked a label.
+
+    LEAF's recipe: by_write gives each image its writer (`by_write/hsf_N/<writer>/<kind>/*.png`),
+    by_class its class (`by_class/<hex>/hsf_N/*.png`, `mit` folders left out); the two copies of
+    an image are matched by the MD5 of the PNG file. Images without a match are skipped.
+    """
+    try:
+        with zipfile.ZipFile(by_class_path) as zc, zipfile.ZipFile(by_write_path) as zw:
+            label_of = _class_of_hash(zc)
+            by_writer: dict[str, list[str]] = {}
+            for name in zw.namelist():
+                parts = PurePosixPath(name).parts
+                if len(parts) == 5 and parts[0] == "by_write" and name.endswith(".png"):
+                    by_writer.setdefault(parts[2], []).append(name)
+            names = list(by_writer)
+            kept = select_clients(names, [len(by_writer[n]) for n in names], params)
+            images, labels, writers = [], [], []
+            unmatched = 0
+            for w in kept:
+                for member in sorted(by_writer[w]):
+                    png = zw.read(member)
+                    label = label_of.get(hashlib.md5(png, usedforsecurity=False).hexdigest())
+                    if label is None:
+                        unmatched += 1
+                        continue
+                    images.append(nist_image(png))
+                    labels.append(label)
+                    writers.append(w)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise ValueError(f"cannot read the NIST zips ({err})") from None
+    if not images:
+        raise ValueError(f"no labelled by_write image in {by_write_path} for the chosen writers")
+    x = np.stack(images)[:, None]
+    return x, np.asarray(labels, dtype=np.int64), writers, unmatched
+
+
+class Femnist(CitedChecksums, FemnistBase):
+    """FEMNIST from NIST SD19 (2nd edition) by_class.zip + by_write.zip, as LEAF builds it.
+
+    Both zips are about a gigabyte or more each (sizes land in the manifest); NIST publishes no
+    checksum, so fetch records their SHA-256 and compares them to the MD5s third-party LEAF
+    download helpers cite. Loading hashes every by_class image and decodes the chosen writers'
+    images (minutes for all 3,500+ writers). Pixels follow LEAF: white background = 1.0.
+    Not LEAF's sampling: instead of `--sf` (fraction of data) this keeps writers with
+    >= min_samples images and then max_clients of them, drawn with `seed`.
+    """
+
+    name = "femnist"
+    files = [RemoteFile(f, (NIST_URL + f,)) for f in (BY_CLASS, BY_WRITE)]
+    cited_md5 = {
+        BY_CLASS: ("79572b1694a8506f2b722c7be54130c4", "third-party LEAF download helpers"),
+        BY_WRITE: ("a29f21babf83db0bb28a2f77b2b456cb", "third-party LEAF download helpers"),
+    }
+
+    def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
+        """Writers' images from the two zips in raw_dir, labelled by hash matching."""
+        params = self.check_params(params)
+        _check_params(self.name, params)
+        by_class, by_write = self._path(raw_dir, BY_CLASS), self._path(raw_dir, BY_WRITE)
+        x, y, writers, unmatched = read_nist(by_class, by_write, params)
+        ids = {w: i for i, w in enumerate(dict.fromkeys(writers))}
+        groups = np.array([ids[w] for w in writers], dtype=np.int64)
+        return _dataset(
+            self.name,
+            x,
+            y,
+            groups,
+            False,
+            f"femnist: {by_class} + {by_write} (LEAF's hash matching, 28x28 Lanczos thumbnails); "
+            f"{len(ids)} writers, {len(y)} images, {unmatched} without a by_class match skipped; "
+            f"params={params}",
+        )
+
+
+def read_leaf_json(paths: list[Path]) -> dict[str, tuple[list[list[float]], list[int]]]:
+    """user -> (x rows, labels) merged over LEAF json files (a user's train and test parts join)."""
+    users: dict[str, tuple[list[list[float]], list[int]]] = {}
+    for path in paths:
+        try:
+            data = json.loads(path.read_text())
+            blocks = data["user_data"]
+            for u in data["users"]:
+                xs, ys = users.setdefault(u, ([], []))
+                xs.extend(blocks[u]["x"])
+                ys.extend(int(v) for v in blocks[u]["y"])
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise ValueError(
+                f"{path}: not a LEAF json file with users / user_data{{x, y}} "
+                f"({type(err).__name__}: {err})"
+            ) from None
+    return users
+
+
+class FemnistLeaf(FemnistBase):
+    """FEMNIST from LEAF's own json output, placed by hand in raw_dir (nothing to download).
+
+    Put the json files of ONE stage of LEAF's data/femnist/data (all_data/, or train/ and test/ of
+    one run) anywhere under raw_dir; every `*.json` there except MANIFEST.json is read and a
+    user's samples from several files are joined (fedbench redoes the per-client split). x rows
+    are LEAF's 784 floats, reshaped to 1x28x28.
+    """
+
+    name = "femnist_leaf"
+    files = []
+
+    def load(self, raw_dir: str | os.PathLike | None, **params: Any) -> ArrayDataset:
+        """Every user in the json files under raw_dir, groups = user."""
+        params = self.check_params(params)
+        _check_params(self.name, params)
+        if raw_dir is None or not Path(raw_dir).is_dir():
+            raise FileNotFoundError(
+                f"{self.name}: place the json files of LEAF's FEMNIST preprocessing "
+                f"(e.g. ./preprocess.sh -s niid --sf 0.05 -k 0 -t sample) in a raw_dir folder"
+            )
+        paths = sorted(p for p in Path(raw_dir).rglob("*.json") if p.name != "MANIFEST.json")
+        if not paths:
+            raise FileNotFoundError(f"{self.name}: no LEAF json files under {raw_dir}")
+        users = read_leaf_json(paths)
+        names = list(users)
+        kept = select_clients(names, [len(users[n][1]) for n in names], params)
+        if not kept:
+            raise ValueError(f"{self.name}: no user has min_samples={params['min_samples']}")
+        xs, ys, groups = [], [], []
+        for k, u in enumerate(kept):
+            x = np.asarray(users[u][0], dtype=np.float32)
+            if x.ndim != 2 or x.shape[1] != SIDE * SIDE or len(x) != len(users[u][1]):
+                raise ValueError(f"{self.name}: user {u!r} has x of shape {x.shape}, not (n, 784)")
+            xs.append(x.reshape(-1, 1, SIDE, SIDE))
+            ys.append(np.asarray(users[u][1], dtype=np.int64))
+            groups.append(np.full(len(x), k, dtype=np.int64))
+        y = np.concatenate(ys)
+        if y.min() < 0 or y.max() >= self.num_classes:
+            raise ValueError(f"{self.name}: labels outside 0..61 in {raw_dir}")
+        return _dataset(
+            self.name,
+            np.concatenate(xs),
+            y,
+            np.concatenate(groups),
+            False,
+            f"femnist_leaf: {len(paths)} LEAF json files under {raw_dir}; {len(users)} users, "
+            f"{len(kept)} kept, {len(y)} samples; params={params}",
+        )
