@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from fedbench.data.noise import noisy_partition_labels
 from fedbench.io import atomic_path
 
 ASSIGNMENTS = ("sorted_roundrobin", "random")
@@ -205,6 +206,8 @@ class Partition:
     train: list[np.ndarray]
     test: list[np.ndarray]
     meta: dict[str, Any] = field(default_factory=dict)
+    # Training-pool labels after label noise (None = the dataset's own labels).
+    labels: np.ndarray | None = None
 
 
 def _pack(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -239,6 +242,7 @@ def save_partition(path: str | os.PathLike, p: Partition) -> None:
             test=test,
             test_offsets=test_off,
             meta=np.array(json.dumps(p.meta, sort_keys=True)),
+            **({} if p.labels is None else {"labels": np.asarray(p.labels, dtype=np.int64)}),
         )
 
 
@@ -253,6 +257,7 @@ def load_partition(path: str | os.PathLike) -> Partition:
         train = _unpack(a["train"], a["train_offsets"])
         test = _unpack(a["test"], a["test_offsets"])
         meta = json.loads(str(a["meta"]))
+        labels = a.get("labels")
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise ValueError(
             f"partition file {path} is corrupt or not a fedbench partition "
@@ -260,7 +265,7 @@ def load_partition(path: str | os.PathLike) -> Partition:
         ) from None
     if len(train) != len(test):
         raise ValueError(f"partition file {path}: train and test client counts differ")
-    return Partition(train, test, meta)
+    return Partition(train, test, meta, labels)
 
 
 @dataclass(frozen=True)
@@ -315,14 +320,20 @@ PARTITIONERS: dict[str, Partitioner] = {
     ),
     "natural": Partitioner(_build_natural, (), {"num_clients": None}),
 }
-COMMON_KEYS = {"test_fraction": 0.0}  # every kind
+COMMON_KEYS = {"test_fraction": 0.0, "label_noise": None}  # every kind
+NOISE_KEYS = ("kind", "eps", "variant")
 LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
 
 
 def make_partition(
-    labels: np.ndarray, groups: np.ndarray | None, spec: dict[str, Any], rng: np.random.Generator
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    spec: dict[str, Any],
+    rng: np.random.Generator,
+    num_classes: int | None = None,
 ) -> Partition:
-    """Build the partition a catalog entry describes, then split each client into train/test."""
+    """Build the partition a catalog entry describes, split each client into train/test, and
+    apply the entry's `label_noise` ({kind: pair|symmetric, eps, variant: thesis|code}) if any."""
     kind = spec.get("kind")
     if kind not in PARTITIONERS:
         raise ValueError(f"partition kind {kind!r} is unknown; valid: {sorted(PARTITIONERS)}")
@@ -339,6 +350,25 @@ def make_partition(
     labels = np.asarray(labels)
     clients, info = p.build(labels, groups, rng, **params)
     train, test = split_train_test(clients, test_fraction, rng)
+    noise = spec.get("label_noise")
+    noisy = None
+    if noise is not None:
+        bad = sorted(set(noise) - set(NOISE_KEYS)) if isinstance(noise, dict) else ["?"]
+        if bad or "kind" not in noise or "eps" not in noise:
+            raise ValueError(
+                f"{kind} partition: label_noise needs kind and eps (and optionally variant), "
+                f"got {noise!r}"
+            )
+        classes = int(num_classes) if num_classes is not None else int(labels.max()) + 1
+        noisy = noisy_partition_labels(
+            labels,
+            train,
+            noise["kind"],
+            float(noise["eps"]),
+            classes,
+            rng,
+            noise.get("variant", "thesis"),
+        )
     meta = {
         "kind": kind,
         "params": params,
@@ -351,4 +381,7 @@ def make_partition(
         **info,
         **{k: spec[k] for k in LABEL_KEYS if k in spec},
     }
-    return Partition(train, test, meta)
+    if noisy is not None:
+        meta["label_noise"] = dict(noise)
+        meta["flipped_train_labels"] = int(sum(int((noisy[t] != labels[t]).sum()) for t in train))
+    return Partition(train, test, meta, noisy)

@@ -77,8 +77,9 @@ def execute_run(
         init_seed=streams.torch_seed("init"),
         **spec["model"]["params"],
     ).to(dev)
+    y_train = ds.y_train if part.labels is None else part.labels  # label noise lives in the split
     fed = Federation.from_arrays(
-        ds.x_train, ds.y_train, part.train, part.test, ds.x_test, ds.y_test, ds.num_classes, dev
+        ds.x_train, y_train, part.train, part.test, ds.x_test, ds.y_test, ds.num_classes, dev
     )
     executor, why = resolve_executor(cfg.executor, model)
     log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)

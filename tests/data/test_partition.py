@@ -209,3 +209,31 @@ def test_dirichlet_capped_caps_drops_and_is_seeded():
     assert max(len(c) for c in a) <= 5000 / 50 + class_max
     kept = dirichlet_capped(labels, 50, 100.0, np.random.default_rng(1))
     assert len(kept) == 50 and sum(len(c) for c in kept) == 5000
+
+
+def test_label_noise_only_on_training_labels_and_round_trips(tmp_path):
+    labels = np.repeat(np.arange(10), 200)
+    spec = {
+        "kind": "iid",
+        "num_clients": 10,
+        "test_fraction": 0.2,
+        "label_noise": {"kind": "pair", "eps": 0.4},
+    }
+    p = make_partition(labels, None, spec, np.random.default_rng(0), num_classes=10)
+    train = np.concatenate(p.train)
+    test = np.concatenate(p.test)
+    flipped = p.labels[train] != labels[train]
+    assert np.array_equal(p.labels[test], labels[test])  # test labels stay clean (thesis)
+    assert abs(flipped.mean() - 0.4) < 5 * np.sqrt(0.4 * 0.6 / len(train))
+    assert np.all(p.labels[train][flipped] == (labels[train][flipped] + 1) % 10)  # pair: i -> i+1
+    assert p.meta["flipped_train_labels"] == int(flipped.sum())
+    save_partition(tmp_path / "p.npz", p)
+    assert np.array_equal(load_partition(tmp_path / "p.npz").labels, p.labels)
+    clean = make_partition(
+        labels, None, {"kind": "iid", "num_clients": 10}, np.random.default_rng(0)
+    )
+    assert clean.labels is None
+    with pytest.raises(ValueError, match="label_noise"):
+        make_partition(
+            labels, None, {**spec, "label_noise": {"eps": 0.1}}, np.random.default_rng(0)
+        )

@@ -10,6 +10,6 @@ sm = snakemake  # noqa: F821
 logging.basicConfig(filename=sm.log[0], level=logging.INFO)
 ds = load_dataset(sm.input[0])
 rng = Streams(int(sm.wildcards.seed)).generator("partition")
-part = make_partition(ds.y_train, ds.groups, sm.params.spec, rng)
+part = make_partition(ds.y_train, ds.groups, sm.params.spec, rng, ds.num_classes)
 save_partition(sm.output[0], part)
 logging.info("%d clients, sizes %s", len(part.train), [len(t) for t in part.train])
