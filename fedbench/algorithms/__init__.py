@@ -5,8 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from fedbench.algorithms.apfl import APFL
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
+from fedbench.algorithms.ditto import Ditto
 from fedbench.algorithms.fedprox import FedProx
+from fedbench.algorithms.partial import FedPer, FedRep, LGFedAvg
+from fedbench.algorithms.pfedme import PFedMe
 from fedbench.algorithms.scaffold import Scaffold
 from fedbench.algorithms.superfed import SuPerFed
 
@@ -15,6 +19,12 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedprox": FedProx,
     "scaffold": Scaffold,
     "superfed": SuPerFed,
+    "fedper": FedPer,
+    "lgfedavg": LGFedAvg,
+    "fedrep": FedRep,
+    "apfl": APFL,
+    "ditto": Ditto,
+    "pfedme": PFedMe,
 }
 
 

@@ -1,0 +1,193 @@
+"""pFedMe (Dinh, Tran & Nguyen, NeurIPS 2020): personalised models as Moreau envelopes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch.func import grad
+
+from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
+from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
+from fedbench.algorithms.pair import FED, LOC, joined, split
+from fedbench.engine.functional import Apply, Params, tree_sub, tree_zeros_like, weighted_mean
+
+VARIANTS = ("code", "paper")
+EVALS = ("code", "local")
+# Epoch-boundary updates of θ^f (code variant) and the final personalised model (paper variant)
+# are parameters that a single masked SGD step writes: see `write_term`.
+STEP, PERS = "fedstep", "pers."
+
+
+def write_term(slot: Params, value: Params) -> torch.Tensor:
+    """A loss term with value 0 whose gradient w.r.t. `slot` is `value` (held constant).
+
+    The engine has no per-epoch hook, so a quantity that must survive later steps is written into
+    a zero parameter by the only step that leaves it unmasked: with a zero weight and an empty
+    momentum buffer, SGD's update is exactly -lr * gradient, weight decay and momentum included
+    (they act on zero), and the mask keeps it frozen before and after.
+    """
+    return sum(((slot[k] - slot[k].detach()) * value[k].detach()).sum() for k in slot)
+
+
+def step_slots(params: Params) -> list[Params]:
+    """The epoch-boundary slots fedstep1.*, fedstep2.*, ... of a parameter dict."""
+    count = len({k.split(".", 1)[0] for k in params if k.startswith(STEP)})
+    return [split(params, f"{STEP}{j}.") for j in range(1, count + 1)]
+
+
+@dataclass(frozen=True)
+class PFedMe(Algorithm):
+    """pFedMe (Dinh et al. 2020, Alg. 1; bi-level objective F_i(w) = min_θ f_i(θ) + (λ/2)||θ - w||²,
+    eq. 2), in the SuPerFed release's form by default.
+
+    `variant: code` (spec superfed.md §3): each round the local model θ^l and the federated model
+    θ^f start from the global model; θ^l trains E epochs on CE + mu * prox(θ^l, θ^f) with θ^f
+    held constant, and after each epoch θ^f ← θ^f - lr * mu * (θ^f - θ^l); θ^f is sent.
+    `variant: paper`: every local step solves the inner problem on the batch approximately
+    (`inner_steps` = K gradient steps of `inner_lr` from w), then w takes the step
+    lr * mu * ∇prox(w, θ̃) (= lr * λ (w - θ̃) for the squared form); w is sent. Deviations from
+    the paper: the engine's momentum and weight decay act on w; the inner solve starts from w;
+    the server weights clients by n_i. `beta` is the paper's server step (1 = plain averaging).
+    `prox: auto` = the variant's own form (code: mu * sum_l ||.||_2 unsquared over weight
+    tensors; paper: (mu/2)||.||²).
+    `eval: code` (default; produced Tables 2.3-2.5): the release overwrites the local model with
+    the global aggregate before evaluating, so protocol `personal` = θ^g. `eval: local`: the
+    client's model from its last round (code: θ^l; paper: the last step's θ̃), the global
+    initialisation for a never-sampled client.
+    """
+
+    name: ClassVar[str] = "pfedme"
+    personal_protocols: ClassVar[tuple[str, ...]] = ("personal",)
+    mu: float = 15.0
+    variant: str = "code"
+    eval: str = "code"
+    prox: str = "auto"
+    inner_steps: int = 5
+    inner_lr: float = 0.01
+    beta: float = 1.0
+
+    def __post_init__(self):
+        checks = {
+            "variant": self.variant in VARIANTS,
+            "eval": self.eval in EVALS,
+            "prox": self.prox == "auto" or self.prox in PROX_FORMS,
+            "mu": self.mu >= 0,
+            "inner_steps": isinstance(self.inner_steps, int) and self.inner_steps >= 1,
+            "inner_lr": self.inner_lr > 0,
+            "beta": self.beta > 0,
+        }
+        for key, ok in checks.items():
+            if not ok:
+                raise ValueError(f"pfedme: bad {key} = {getattr(self, key)!r}")
+
+    @property
+    def prox_form(self) -> str:
+        """The proximal term's form after resolving `auto`."""
+        if self.prox != "auto":
+            return self.prox
+        return "layer_norm" if self.variant == "code" else "squared"
+
+    def init_client_state(self, client_id: int, global_params: Params, fresh) -> State:
+        return {"local": dict(global_params)} if self.eval == "local" else {}
+
+    def client_begin(self, global_params, server_state, client_state, ctx: ClientContext):
+        carry = {"anchor": global_params, "lr": torch.tensor(ctx.lr, dtype=torch.float64)}
+        if self.variant == "paper":
+            params = joined(FED, global_params)
+            if self.eval == "local":
+                params.update(joined(PERS, tree_zeros_like(global_params)))
+            return params, carry
+        params = joined(LOC, global_params)
+        for j in range(1, self._epochs(ctx)):
+            params.update(joined(f"{STEP}{j}.", tree_zeros_like(global_params)))
+        return params, carry
+
+    def _epochs(self, ctx: ClientContext) -> int:
+        if ctx.num_steps and not ctx.steps_per_epoch:
+            raise ValueError("pfedme: θ^f is updated per epoch; set training.local_epochs")
+        return ctx.num_steps // ctx.steps_per_epoch if ctx.steps_per_epoch else 1
+
+    def step_noise(self, rng, ctx: ClientContext, global_params):
+        # Which slot each step writes (deterministic, so `rng` is not used).
+        if self.variant == "paper":
+            if self.eval != "local":
+                return None
+            return (torch.arange(ctx.num_steps) == ctx.num_steps - 1).float()
+        epochs = self._epochs(ctx)
+        if epochs == 1:
+            return None
+        steps = torch.arange(ctx.num_steps).unsqueeze(1)
+        starts = torch.arange(1, epochs) * ctx.steps_per_epoch
+        return (steps == starts).float()  # [steps, E - 1]: the first step of epochs 2..E
+
+    def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
+        if self.variant == "paper":
+            return self._paper_loss(apply, params, batch, carry, noise)
+        loc, slots = split(params, LOC), step_slots(params)
+        fed = {k: a + sum(s[k] for s in slots) for k, a in carry["anchor"].items()}
+        loss = self.data_loss(apply, loc, batch)
+        if slots:
+            # θ^f's update at the end of the previous epoch (taken from θ^l before this step),
+            # written into this epoch's slot and already used as the prox target of this step.
+            pull = {k: self.mu * (fed[k] - loc[k]).detach() for k in fed}
+            write = noise.sum()
+            fed = {k: fed[k] - write * carry["lr"] * pull[k] for k in fed}
+            loss = loss + sum(write_term(s, pull) for s in slots)
+        fed = {k: v.detach() for k, v in fed.items()}
+        return loss + self.mu * prox_term(loc, fed, self.prox_form)
+
+    def _paper_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
+        w = split(params, FED)
+        anchor = {k: v.detach() for k, v in w.items()}
+
+        def inner(theta: Params) -> torch.Tensor:
+            return self.data_loss(apply, theta, batch) + self.mu * prox_term(
+                theta, anchor, self.prox_form
+            )
+
+        theta = dict(anchor)
+        for _ in range(self.inner_steps):
+            g = grad(inner)(theta)
+            theta = {k: theta[k] - self.inner_lr * g[k] for k in theta}
+        theta = {k: v.detach() for k, v in theta.items()}
+        # The envelope's value f(θ̃) + mu * prox(θ̃, w); its gradient in w is mu * ∇_w prox.
+        loss = self.data_loss(apply, theta, batch) + self.mu * prox_term(w, theta, self.prox_form)
+        pers = split(params, PERS)
+        if pers:
+            target = {k: -v / carry["lr"] for k, v in theta.items()}
+            loss = loss + write_term(pers, target)
+        return loss
+
+    def update_mask(self, params, carry, noise):
+        if noise is None:
+            return None
+        if self.variant == "paper":
+            return {k: noise for k in params if k.startswith(PERS)}
+        return {
+            k: noise[int(k[len(STEP) :].split(".", 1)[0]) - 1] for k in params if k.startswith(STEP)
+        }
+
+    def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):
+        if self.variant == "paper":
+            fed = split(params, FED)
+            personal = split(params, PERS)
+        else:
+            personal, slots = split(params, LOC), step_slots(params)
+            fed = {k: a + sum(s[k] for s in slots) for k, a in global_params.items()}
+            # The last epoch's update of θ^f, after the final step.
+            fed = {k: v - ctx.lr * self.mu * (v - personal[k]) for k, v in fed.items()}
+        message = {"delta": tree_sub(fed, global_params), "weight": float(ctx.num_train)}
+        return message, ({"local": personal} if self.eval == "local" else client_state)
+
+    def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
+        mean_delta = weighted_mean(messages["delta"], messages["weight"])
+        return {k: v + self.beta * mean_delta[k] for k, v in global_params.items()}, server_state
+
+    def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
+        if protocol != "personal":
+            return super().personal_params(protocol, global_params, client_state)
+        if self.eval == "code":
+            return dict(global_params)
+        return dict(client_state["local"])

@@ -1,0 +1,166 @@
+"""pFedMe: both variants against literal loops of their descriptions; μ = 0 and the write slots."""
+
+import pytest
+import torch
+
+from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.base import Batch, ClientContext
+from fedbench.algorithms.fedprox import prox_term
+from fedbench.algorithms.pfedme import write_term
+from fedbench.engine.batches import batch_plan
+from fedbench.engine.config import TrainConfig
+from fedbench.engine.functional import sgd_init, sgd_step
+from fedbench.engine.local import local_train
+from fedbench.engine.loop import run_rounds
+from fedbench.rng import Streams
+
+LR, MOM, WD = 0.1, 0.9, 1e-3
+
+
+def _grads(apply, x, y, p, anchor, mu, form):
+    """Gradient of CE(p) + mu * prox(p, anchor) on one batch, by plain autograd."""
+    q = {k: v.clone().requires_grad_(True) for k, v in p.items()}
+    loss = torch.nn.functional.cross_entropy(apply(q, x), y) + mu * prox_term(q, anchor, form)
+    return dict(zip(q, torch.autograd.grad(loss, list(q.values()))))
+
+
+def _train_one_client(algo, tiny, epochs):
+    """The algorithm's hooks through the engine's local loop for client 0 of the tiny federation."""
+    fed, apply, p0 = tiny
+    plan = batch_plan(fed.train[0], 4, Streams(2).generator("batches", 1, 0), epochs=epochs)
+    ctx = ClientContext(0, 1, LR, 1, num_train=9, num_steps=len(plan), steps_per_epoch=3)
+    state = algo.init_client_state(0, p0, None)
+    params, carry = algo.client_begin(p0, {}, state, ctx)
+    noise = algo.step_noise(None, ctx, p0)
+    params, _ = local_train(algo, apply, params, carry, fed.x, fed.y, plan, LR, MOM, WD, noise)
+    message, state = algo.client_end(p0, params, carry, state, ctx)
+    return plan, {k: p0[k] + d for k, d in message["delta"].items()}, state
+
+
+@pytest.mark.parametrize("prox", ["layer_norm", "squared"])
+def test_code_variant_equals_literal_description(prox, tiny):
+    # θ^l: SGD on CE + mu * prox(θ^l, θ^f), θ^f constant within an epoch; after each epoch
+    # θ^f <- θ^f - lr * mu * (θ^f - θ^l); θ^f is sent. Three epochs: two slots and the final one.
+    fed, apply, p0 = tiny
+    mu = 2.0
+    algo = build_algorithm("pfedme", mu=mu, prox=prox, eval="local")
+    plan, sent, state = _train_one_client(algo, tiny, epochs=3)
+    loc, f, buf = dict(p0), dict(p0), sgd_init(p0)
+    for e in range(3):
+        for idx in plan[3 * e : 3 * e + 3]:
+            grads = _grads(apply, fed.x[idx], fed.y[idx], loc, f, mu, prox)
+            loc, buf = sgd_step(loc, grads, buf, LR, MOM, WD)
+        f = {k: f[k] - LR * mu * (f[k] - loc[k]) for k in f}
+    for k in p0:
+        torch.testing.assert_close(state["local"][k], loc[k], rtol=0, atol=1e-6)
+        torch.testing.assert_close(sent[k], f[k], rtol=0, atol=1e-6)
+
+
+def test_paper_variant_equals_literal_algorithm(tiny):
+    # Alg. 1: per batch, θ̃ = K gradient steps on f(θ) + (λ/2)||θ - w||² from w; then w takes the
+    # (engine's SGD) step on λ (w - θ̃). The personalised model is the last step's θ̃.
+    fed, apply, p0 = tiny
+    mu, K, ilr = 3.0, 3, 0.05
+    algo = build_algorithm(
+        "pfedme", mu=mu, variant="paper", eval="local", inner_steps=K, inner_lr=ilr
+    )
+    plan, sent, state = _train_one_client(algo, tiny, epochs=1)
+    w, buf = dict(p0), sgd_init(p0)
+    for idx in plan:
+        theta = dict(w)
+        for _ in range(K):
+            g = _grads(apply, fed.x[idx], fed.y[idx], theta, w, mu, "squared")
+            theta = {k: theta[k] - ilr * g[k] for k in theta}
+        w, buf = sgd_step(w, {k: mu * (w[k] - theta[k]) for k in w}, buf, LR, MOM, WD)
+    for k in p0:
+        torch.testing.assert_close(sent[k], w[k], rtol=0, atol=1e-6)
+        torch.testing.assert_close(state["local"][k], theta[k], rtol=0, atol=1e-6)
+
+
+def test_mu0_global_frozen_and_local_models_are_fedavg_clients(tiny):
+    # Nearest exact identity: with mu = 0, θ^f never moves (so the global model stays at the
+    # init) and each θ^l is FedAvg's local training from the global model, so the n-weighted
+    # mean of round 1's local models (all clients, equal n) is FedAvg's round-1 global model.
+    fed, apply, p0 = tiny
+    cfg = TrainConfig(
+        rounds=1, batch_size=4, lr=LR, local_epochs=2, clients_per_round=4, momentum=MOM,
+        weight_decay=WD,
+    )  # fmt: skip
+    a = run_rounds(build_algorithm("pfedme", mu=0.0, eval="local"), apply, fed, cfg, Streams(1), p0)
+    b = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(1), p0)
+    for k, v in a.global_params.items():
+        assert torch.equal(v, p0[k])
+        mean_local = torch.stack([a.client_states[c]["local"][k] for c in range(4)]).mean(0)
+        torch.testing.assert_close(mean_local, b.global_params[k], rtol=0, atol=1e-6)
+
+
+def test_write_slot_takes_exactly_one_plain_step():
+    # A zero slot with an empty momentum buffer: the unmasked step moves it by -lr * value
+    # whatever the momentum and weight decay; masked steps leave it (and its buffer) alone.
+    slot = {"s": torch.zeros(2, requires_grad=True)}
+    value = {"s": torch.tensor([1.5, -2.0])}
+    loss = write_term(slot, value)
+    assert loss.item() == 0.0
+    (g,) = torch.autograd.grad(loss, [slot["s"]])
+    p, buf = {"s": torch.zeros(2)}, {"s": torch.zeros(2)}
+    p, buf = sgd_step(p, {"s": g}, buf, 0.1, 0.9, 0.5, {"s": torch.tensor(1.0)})
+    torch.testing.assert_close(p["s"], torch.tensor([-0.15, 0.2]))
+    before = p["s"].clone()
+    p, buf = sgd_step(p, {"s": torch.ones(2)}, buf, 0.1, 0.9, 0.5, {"s": torch.tensor(0.0)})
+    assert torch.equal(p["s"], before)
+
+
+def test_slot_schedule_and_final_update_by_hand():
+    algo = build_algorithm("pfedme", mu=2.0)
+    ctx = ClientContext(0, 1, 0.1, 3, num_train=4, num_steps=6, steps_per_epoch=2)
+    # Three epochs of two steps: slot 1 written at step 2, slot 2 at step 4.
+    assert algo.step_noise(None, ctx, {}).tolist() == [
+        [0, 0],
+        [0, 0],
+        [1, 0],
+        [0, 0],
+        [0, 1],
+        [0, 0],
+    ]
+    g = {"weight": torch.tensor([1.0, 1.0])}
+    params, carry = algo.client_begin(g, {}, {}, ctx)
+    assert sorted(params) == ["fedstep1.weight", "fedstep2.weight", "loc.weight"]
+    trained = {
+        "loc.weight": torch.tensor([3.0, 0.0]),
+        "fedstep1.weight": torch.tensor([0.5, 0.0]),
+        "fedstep2.weight": torch.tensor([0.0, -0.5]),
+    }
+    message, state = algo.client_end(g, trained, carry, {}, ctx)
+    # θ^f = (1, 1) + (0.5, 0) + (0, -0.5) = (1.5, 0.5); last epoch: θ^f - 0.1 * 2 * (θ^f - θ^l)
+    # = (1.5, 0.5) - 0.2 * (-1.5, 0.5) = (1.8, 0.4); delta = (0.8, -0.6).
+    torch.testing.assert_close(message["delta"]["weight"], torch.tensor([0.8, -0.6]))
+    assert state == {}
+
+
+def test_evaluation_protocols():
+    g = {"weight": torch.tensor([1.0, 2.0])}
+    code = build_algorithm("pfedme")
+    assert code.init_client_state(0, g, None) == {}
+    assert torch.equal(code.personal_params("personal", g, {})["weight"], g["weight"])
+    local = build_algorithm("pfedme", eval="local")
+    state = local.init_client_state(0, g, None)
+    assert torch.equal(local.personal_params("personal", g, state)["weight"], g["weight"])
+    state = {"local": {"weight": torch.tensor([7.0, 8.0])}}
+    assert torch.equal(
+        local.personal_params("personal", g, state)["weight"], torch.tensor([7.0, 8.0])
+    )
+    with pytest.raises(ValueError, match="local_epochs"):
+        code.client_begin(g, {}, {}, ClientContext(0, 1, 0.1, 3, 4, num_steps=5))
+
+
+def test_paper_envelope_gradient_by_hand():
+    # Logits = the weight itself; K = 1 inner step from w = 0 with labels (0, 0), mu = 2:
+    # θ̃ = 0 - 0.5 * (softmax(0) - e_0) = (1/3, -1/6, -1/6); d loss / d w = mu (w - θ̃).
+    algo = build_algorithm("pfedme", variant="paper", mu=2.0, inner_steps=1, inner_lr=0.5)
+    ctx = ClientContext(0, 1, 0.1, 3, num_train=2, num_steps=1, steps_per_epoch=1)
+    params, carry = algo.client_begin({"weight": torch.zeros(3)}, {}, {}, ctx)
+    p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+    batch = Batch(torch.zeros(2, 1), torch.tensor([0, 0]))
+    loss = algo.local_loss(lambda q, x: q["weight"].expand(len(x), -1), p, batch, carry, None)
+    (g,) = torch.autograd.grad(loss, [p["fed.weight"]])
+    torch.testing.assert_close(g, -2.0 * torch.tensor([1 / 3, -1 / 6, -1 / 6]))
