@@ -21,7 +21,7 @@ SECTIONS = ("datasets", "partitions", "models", "algorithms")
 TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", *SECTIONS)
 DATA_MODES = ("real", "standin")
 SCALE_KEYS = ("data", "caps", "description")
-CAP_KEYS = ("rounds", "num_clients", "clients_per_round")
+CAP_KEYS = ("rounds", "num_clients", "clients_per_round", "local_epochs", "seeds")
 PARTITION_KINDS = ("iid", "shards", "dirichlet", "dirichlet_capped", "natural")
 
 
@@ -204,7 +204,7 @@ def resolve_training(
                     t.pop(k, None)
         t.update(block)
     caps = scale_entry(catalog, scale).get("caps", {})
-    for key in ("rounds", "clients_per_round"):
+    for key in ("rounds", "clients_per_round", "local_epochs"):
         if key in caps and t.get(key) is not None:
             t[key] = min(t[key], caps[key])
     TrainConfig.from_dict(t)  # validates

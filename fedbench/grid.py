@@ -181,6 +181,9 @@ def cells(
     """(row id, column id) -> the runs (one per seed) of that cell."""
     out = grid.outputs(kind)[name]
     seeds = out.get("seeds", grid.raw.get("seeds", [0]))
+    seed_cap = catalog["scales"][scale].get("caps", {}).get("seeds")
+    if seed_cap is not None:
+        seeds = seeds[:seed_cap]
     result = {}
     for row in out["rows"]:
         for col in out["columns"]:

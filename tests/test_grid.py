@@ -25,10 +25,12 @@ def test_every_grid_loads_and_resolves_every_run(catalog):
 
 def test_quick_grid_shape(catalog):
     grid = load_grid(ROOT / "config" / "papers" / "quick.yaml", catalog)
-    runs = all_runs(grid, catalog, "smoke")
+    runs = all_runs(grid, catalog, "quick")
     assert len(runs) == 3 * 3 * 3  # algorithms x columns x seeds, shared by tables and figure
-    table = cells(grid, "tables", "table1", catalog, "smoke")
+    table = cells(grid, "tables", "table1", catalog, "quick")
     assert len(table) == 9 and all(len(v) == 3 for v in table.values())
+    smoke = cells(grid, "tables", "table1", catalog, "smoke")
+    assert all(len(v) == 1 for v in smoke.values())  # the smoke scale caps seeds
     assert "results/smoke/papers/quick/table1.md" in output_files(grid, "smoke")
     assert "results/smoke/papers/quick/figure1.png" in output_files(grid, "smoke")
 
