@@ -20,7 +20,7 @@ from fedbench.models import MODELS
 SECTIONS = ("datasets", "partitions", "models", "algorithms")
 TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", *SECTIONS)
 DATA_MODES = ("real", "standin")
-SCALE_KEYS = ("data", "caps", "description")
+SCALE_KEYS = ("data", "caps", "description", "standin_size")
 CAP_KEYS = ("rounds", "num_clients", "clients_per_round", "local_epochs", "seeds")
 PARTITION_KINDS = ("iid", "shards", "dirichlet", "dirichlet_capped", "natural")
 
@@ -93,6 +93,7 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
         if sc.get("data", "real") not in DATA_MODES:
             raise ConfigError(f"scales.{name}.data: must be one of {DATA_MODES}")
         _keys(f"scales.{name}.caps", sc.get("caps", {}), CAP_KEYS)
+        _keys(f"scales.{name}.standin_size", sc.get("standin_size", {}), ("n_train", "n_test"))
     if catalog.get("scale") is not None and catalog["scale"] not in scales:
         raise ConfigError(f"scale: {catalog.get('scale')!r} is not one of {sorted(scales)}")
     for name, e in catalog["datasets"].items():
@@ -162,6 +163,11 @@ def scale_entry(catalog: dict, scale: str) -> dict[str, Any]:
     if scale not in catalog["scales"]:
         raise ConfigError(f"unknown scale {scale!r}; valid: {', '.join(sorted(catalog['scales']))}")
     return catalog["scales"][scale]
+
+
+def standin_size(catalog: dict, scale: str) -> dict[str, int]:
+    """Sizes of generated stand-ins at this scale ({} = each source's default)."""
+    return dict(scale_entry(catalog, scale).get("standin_size", {}))
 
 
 def data_mode(catalog: dict, scale: str) -> str:

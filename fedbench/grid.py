@@ -25,6 +25,7 @@ OUTPUT_KEYS = (
     "seeds",
     "decimals",
     "spread",
+    "kind",
 )
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 TABLE_EXTS = ("md", "tex", "csv")
@@ -103,6 +104,10 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
             raise ConfigError(f"{where}: missing key {key!r}")
     if kind == "figures" and "spread" in out:
         raise ConfigError(f"{where}.spread: only tables take a spread")
+    if kind == "tables" and "kind" in out:
+        raise ConfigError(f"{where}.kind: only figures have a kind")
+    if out.get("kind", "rounds") not in ("rounds", "lambda"):
+        raise ConfigError(f"{where}.kind: {out['kind']!r} is not one of ['rounds', 'lambda']")
     if out.get("spread") is not None and out["spread"] not in PACK_STATS:
         raise ConfigError(f"{where}.spread: {out['spread']!r} is not one of {list(PACK_STATS)}")
     for entry in (out, *out["rows"], *out["columns"]):
@@ -284,4 +289,7 @@ def figure_spec(grid: Grid, name: str, catalog: dict, scale: str):
     """The report's FigureSpec of one grid figure."""
     from fedbench.report import FigureSpec
 
-    return FigureSpec(**_spec_fields(grid, "figures", name, catalog, scale))
+    out = grid.outputs("figures")[name]
+    return FigureSpec(
+        **_spec_fields(grid, "figures", name, catalog, scale), kind=out.get("kind", "rounds")
+    )

@@ -1,4 +1,8 @@
-"""Learning curves: one panel per column, one line per row, mean over seeds with a ±std band."""
+"""Paper figures: one panel per column, one line per row.
+
+kind "rounds": learning curves, mean over seeds with a ±std band; kind "lambda": the final round's
+quantity over the mixing weight λ with across-client error bars (see lambda_curves).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from fedbench.io import atomic_path
+from fedbench.metrics import PACK_STATS
 from fedbench.report.collect import RunData, run_series
+from fedbench.report.lambda_curves import make_lambda_figure
 from fedbench.report.layout import (
     LayoutError,
     Quantity,
@@ -25,13 +31,17 @@ from fedbench.report.layout import (
     warning_lines,
 )
 
+FIGURE_KINDS = ("rounds", "lambda")
+
 PANEL_SIZE = (4.2, 3.2)
 CHARS_PER_INCH = 10  # suptitle wrap width at fontsize 'medium'
 
 
 @dataclass(frozen=True)
 class FigureSpec:
-    """One paper figure: the quantity over rounds and which runs feed which panel and line."""
+    """One paper figure: the quantity over rounds (kind "rounds") or over λ at the final round
+    (kind "lambda"; protocols lambda0.0 … lambda1.0, `protocol` unused), and which runs feed
+    which panel and line."""
 
     paper: str
     name: str
@@ -44,18 +54,30 @@ class FigureSpec:
     columns: list[dict]
     cells: dict[tuple[str, str], list[Path]]
     scale: str
+    kind: str = "rounds"
 
     def __post_init__(self) -> None:
-        """Reject an unknown stat, scale, a cell outside the rows × columns, or a row/column
-        overriding the metric or stat (the panels share one y axis; only protocol may vary)."""
+        """Reject an unknown kind, stat, scale, a cell outside the rows × columns, or a row/column
+        overriding the metric or stat (the panels share one y axis; only protocol may vary, and
+        not even that in a λ figure, whose protocols are the λ grid)."""
+        where = f"{self.paper}/{self.name}"
+        if self.kind not in FIGURE_KINDS:
+            raise LayoutError(f"{where}: unknown kind {self.kind!r}; valid: {list(FIGURE_KINDS)}")
         check_layout(self)
         for cell, q in cell_quantities(self).items():
             if (q.metric, q.stat) != (self.metric, self.stat):
                 raise LayoutError(
-                    f"{self.paper}/{self.name}: cell {cell} reads {q.metric}/{q.stat}, but a "
+                    f"{where}: cell {cell} reads {q.metric}/{q.stat}, but a "
                     f"figure's rows and columns may override only the protocol "
                     f"(the figure plots {self.metric}/{self.stat})"
                 )
+            if self.kind == "lambda" and q.protocol != self.protocol:
+                raise LayoutError(
+                    f"{where}: cell {cell} overrides the protocol ({q.protocol!r}), but a λ "
+                    f"figure reads the protocols lambda0.0 … lambda1.0 of every run"
+                )
+        if self.kind == "lambda" and self.stat not in PACK_STATS:
+            raise LayoutError(f"{where}: a λ figure needs a per-client stat {list(PACK_STATS)}")
 
 
 def _quantity(spec: FigureSpec, quantity: Quantity | None) -> Quantity:
@@ -105,7 +127,9 @@ def _draw_cell(
 
 
 def make_figure(spec: FigureSpec) -> Figure:
-    """The matplotlib figure (not saved) for a spec."""
+    """The matplotlib figure (not saved) for a spec of either kind."""
+    if spec.kind == "lambda":
+        return make_lambda_figure(spec)
     cells = load_cells(spec)
     n = len(spec.columns)
     width = max(6.0, PANEL_SIZE[0] * n)
@@ -155,7 +179,7 @@ def make_figure(spec: FigureSpec) -> Figure:
 
 
 def learning_curves(spec: FigureSpec, out_prefix: str | Path) -> list[Path]:
-    """Write out_prefix.png and .pdf atomically; return their paths."""
+    """Write out_prefix.png and .pdf atomically (any kind: rounds or λ); return their paths."""
     out_prefix = Path(out_prefix)
     fig = make_figure(spec)
     paths = []
@@ -165,3 +189,6 @@ def learning_curves(spec: FigureSpec, out_prefix: str | Path) -> list[Path]:
             fig.savefig(tmp, format=fmt, dpi=150, metadata=meta)
         paths.append(path)
     return paths
+
+
+render_figure = learning_curves  # a kind-neutral name for the same writer

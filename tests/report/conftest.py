@@ -39,12 +39,16 @@ def _clients(top1_mean: float, metrics: tuple[str, ...], offsets: tuple[float, .
 
 
 def _record(
-    t: int, top1_mean: float, protocols: tuple[str, ...], metrics=METRICS, offsets=OFFSETS
+    t: int,
+    top1_mean: float,
+    protocols: tuple[str, ...],
+    metrics=METRICS,
+    offsets=OFFSETS,
+    protocol_offset: dict[str, float] | None = None,
 ) -> dict:
-    """One ok evaluation record in the engine's format."""
-    clients = {
-        p: _clients(top1_mean + PROTOCOL_OFFSET.get(p, 0.1), metrics, offsets) for p in protocols
-    }
+    """One ok evaluation record in the engine's format (protocol_offset: per-protocol shifts)."""
+    shift = PROTOCOL_OFFSET | (protocol_offset or {})
+    clients = {p: _clients(top1_mean + shift.get(p, 0.1), metrics, offsets) for p in protocols}
     summary = {p: {m: distribution_pack(c[m], c["n"]) for m in metrics} for p, c in clients.items()}
     glob = {"loss": 1.0 - top1_mean, "top1": top1_mean + 0.01, "top5": 0.99, "n": 100}
     return {
@@ -70,15 +74,18 @@ def make_run(
     curve: dict[int, float] | None = None,
     metrics: tuple[str, ...] = METRICS,
     offsets: tuple[float, ...] = OFFSETS,
+    protocol_offset: dict[str, float] | None = None,
 ) -> Path:
     """Write metrics.jsonl and run.yaml of one fake run; return its directory."""
     run_dir = root / scale / "runs" / dataset / "dir0.1" / "twocnn" / algorithm / f"seed{seed}"
     curve = curve if curve is not None else CURVES[seed]
     if diverged_round is None:
-        records = [_record(t, v, protocols, metrics, offsets) for t, v in curve.items()]
+        records = [
+            _record(t, v, protocols, metrics, offsets, protocol_offset) for t, v in curve.items()
+        ]
     else:
         records = [
-            _record(t, v, protocols, metrics, offsets)
+            _record(t, v, protocols, metrics, offsets, protocol_offset)
             for t, v in curve.items()
             if t < diverged_round
         ]

@@ -8,6 +8,7 @@ from fedbench.config import (
     resolve_dataset,
     resolve_partition,
     resolve_run,
+    standin_size,
     validate_catalog,
 )
 from fedbench.data import SOURCES

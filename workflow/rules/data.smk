@@ -31,6 +31,7 @@ rule prepare:
     params:
         dataset=lambda w: resolve_dataset(config, w.dataset),
         mode=lambda w: data_mode(config, w.scale),
+        standin_size=lambda w: standin_size(config, w.scale),
     script:
         "../scripts/prepare.py"
 

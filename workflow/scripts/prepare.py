@@ -13,6 +13,9 @@ spec = sm.params.dataset
 raw = Path(sm.input[0]).parent if sm.input else None
 # Data generation is fixed per dataset (not per run seed): every seed's partition draws from it.
 rng = Streams(0).generator("standin")
-ds = prepare_dataset(spec["source"], spec["params"], raw, sm.params.mode, rng)
+params = spec["params"]
+if sm.params.mode == "standin":
+    params = {**params, **sm.params.standin_size}
+ds = prepare_dataset(spec["source"], params, raw, sm.params.mode, rng)
 save_dataset(ds, sm.output[0])
 logging.info("%s: %s", spec["name"], ds.provenance)

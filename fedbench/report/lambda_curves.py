@@ -1,0 +1,263 @@
+"""Curves over the mixing weight λ (SuPerFed Figures 2.3 and 2.5), from each run's final record.
+
+Every evaluation record of a model-mixture run holds protocols `lambda0.0` … `lambda1.0`: the mixed
+model (1−λ)θ^g + λθ^l on each client's test split. A panel per column plots, per row, the spec's
+metric/stat at each λ (mean over seeds) with error bars = the across-client std (the summary's
+population std, mean over seeds), and prints the "best averaged" value: the `best_lambda`
+protocol's stat (each client's own best λ) where every run recorded it, else the curve's maximum.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from typing import TYPE_CHECKING
+
+import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from fedbench.report.collect import RunData, RunDataError
+from fedbench.report.layout import (
+    any_standin,
+    is_accuracy,
+    load_cells,
+    protocol_notes,
+    value_scale,
+    warning_lines,
+)
+
+if TYPE_CHECKING:
+    from fedbench.report.figures import FigureSpec
+
+LAMBDA_RE = re.compile(r"^lambda(\d+(?:\.\d+)?)$")
+# The thesis' grid (§2.9): every run must hold these, plus any λ another run of the figure holds.
+LAMBDA_GRID = tuple(round(0.1 * i, 1) for i in range(11))
+BEST_PROTOCOL = "best_lambda"
+BEST_SOURCES = {"best_lambda": "best λ per client", "max": "max over λ"}
+ERR_STAT = "std"
+PANELS_PER_LINE = 4
+PANEL_SIZE = (3.6, 3.0)
+CHARS_PER_INCH = 10
+PANEL_COLUMNS = ("row", "label", "lambda", "protocol", "value", "err", "seeds", "best", "source")
+
+
+def lambda_protocol(lam: float) -> str:
+    """The engine's protocol name of one λ, e.g. 'lambda0.1'."""
+    return f"lambda{lam}"
+
+
+def lambda_of(protocol: str) -> float | None:
+    """λ of a protocol named 'lambda<λ>', else None."""
+    m = LAMBDA_RE.match(protocol)
+    return float(m.group(1)) if m else None
+
+
+def _final(run: RunData) -> dict:
+    """The run's last evaluation record with metrics."""
+    records = run.ok_records
+    if not records:
+        raise RunDataError(f"{run.run_dir}: no evaluation record with metrics")
+    return records[-1]
+
+
+def lambda_grid(runs: list[RunData]) -> list[float]:
+    """The λ values to plot: the thesis' 0, 0.1, …, 1 and any other λ some run recorded."""
+    present = {
+        lam for run in runs for p in _final(run)["summary"] if (lam := lambda_of(p)) is not None
+    }
+    return sorted(set(LAMBDA_GRID) | present)
+
+
+def _stat(run: RunData, record: dict, protocol: str, metric: str, stat: str) -> float:
+    """summary[protocol][metric][stat] of a record; an error naming the run if it is missing."""
+    summary = record["summary"]
+    if protocol not in summary:
+        have = sorted(summary, key=lambda p: (lambda_of(p) is None, lambda_of(p) or 0.0, p))
+        raise RunDataError(
+            f"{run.run_dir}: final record (round {record['round']}) lacks protocol {protocol!r} "
+            f"needed by the λ curve (protocols: {have})"
+        )
+    try:
+        value = summary[protocol][metric][stat]
+    except (KeyError, TypeError) as err:
+        raise RunDataError(
+            f"{run.run_dir}: final record (round {record['round']}) lacks "
+            f"{protocol}/{metric}/{stat}"
+        ) from err
+    return float("nan") if value is None else float(value)
+
+
+def lambda_curve(runs: list[RunData], spec: FigureSpec, grid: list[float]) -> pd.DataFrame:
+    """λ × (value, err, seeds) of one cell: finished runs' final records, seed means, scaled."""
+    ok = [r for r in runs if r.status == "ok"]
+    scale = value_scale(spec.metric, spec.percent)
+    rows = []
+    for lam in grid:
+        protocol = lambda_protocol(lam)
+        values, errs = [], []
+        for run in ok:
+            record = _final(run)
+            values.append(_stat(run, record, protocol, spec.metric, spec.stat))
+            errs.append(_stat(run, record, protocol, spec.metric, ERR_STAT))
+        n = len(ok)
+        rows.append(
+            {
+                "lambda": lam,
+                "protocol": protocol,
+                "value": sum(values) / n * scale if n else math.nan,
+                "err": sum(errs) / n * scale if n else math.nan,
+                "seeds": n,
+            }
+        )
+    return pd.DataFrame(rows, columns=["lambda", "protocol", "value", "err", "seeds"])
+
+
+def best_averaged(runs: list[RunData], spec: FigureSpec, curve: pd.DataFrame) -> tuple[float, str]:
+    """(value, source): the `best_lambda` stat (seed mean) when every finished run recorded it,
+    source 'best_lambda'; else the curve's maximum over λ, source 'max'."""
+    ok = [r for r in runs if r.status == "ok"]
+    if ok and all(BEST_PROTOCOL in _final(r)["summary"] for r in ok):
+        values = [_stat(r, _final(r), BEST_PROTOCOL, spec.metric, spec.stat) for r in ok]
+        return sum(values) / len(values) * value_scale(spec.metric, spec.percent), "best_lambda"
+    if curve.empty or curve["value"].isna().all():
+        return math.nan, "max"
+    return float(curve["value"].max()), "max"
+
+
+def lambda_panel(
+    spec: FigureSpec, cells: dict[tuple[str, str], list[RunData]], column: str
+) -> pd.DataFrame:
+    """Tidy frame of one panel (a column): one line per (row, λ) with the plotted value, error
+    bar, number of finished seeds and the row's best averaged value and its source."""
+    grid = lambda_grid([r for runs in cells.values() for r in runs if r.status == "ok"])
+    parts = []
+    for row in spec.rows:
+        runs = cells.get((str(row["id"]), column), [])
+        if not runs:
+            continue
+        curve = lambda_curve(runs, spec, grid)
+        best, source = best_averaged(runs, spec, curve)
+        parts.append(
+            curve.assign(row=str(row["id"]), label=str(row["label"]), best=best, source=source)
+        )
+    if not parts:
+        return pd.DataFrame(columns=list(PANEL_COLUMNS))
+    return pd.concat(parts, ignore_index=True)[list(PANEL_COLUMNS)]
+
+
+def _fmt(value: float, spec: FigureSpec) -> str:
+    """Two decimals in percent, three on the 0–1 scale."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.2f}" if value_scale(spec.metric, spec.percent) != 1.0 else f"{value:.3f}"
+
+
+def _ylabel(spec: FigureSpec) -> str:
+    """E.g. 'top1 (stat mean over clients), in % (×100)'."""
+    text = f"{spec.metric} (stat {spec.stat} over clients)"
+    return text + (", in % (×100)" if value_scale(spec.metric, spec.percent) != 1.0 else "")
+
+
+def make_lambda_figure(spec: FigureSpec) -> Figure:
+    """The matplotlib figure (not saved) of a kind='lambda' spec."""
+    cells = load_cells(spec)
+    n = len(spec.columns)
+    ncols = min(n, PANELS_PER_LINE)
+    nrows = math.ceil(n / ncols)
+    width = max(6.0, PANEL_SIZE[0] * ncols)
+    fig = Figure(figsize=(width, PANEL_SIZE[1] * nrows + 1.6), layout="constrained")
+    grid_axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
+    for ax in grid_axes[n:]:
+        ax.remove()
+    axes = grid_axes[:n]
+    colors = {str(r["id"]): f"C{i % 10}" for i, r in enumerate(spec.rows)}
+    sources: set[str] = set()
+    for ax, col in zip(axes, spec.columns, strict=True):
+        panel = lambda_panel(spec, cells, str(col["id"]))
+        notes = []
+        for row in spec.rows:
+            rid = str(row["id"])
+            runs = cells.get((rid, str(col["id"])), [])
+            if not runs:
+                continue
+            label = str(row["label"])
+            diverged = sum(r.status != "ok" for r in runs)
+            if diverged:
+                label += f" [{diverged}/{len(runs)} diverged]"
+            line = panel[panel["row"] == rid]
+            if line["seeds"].iloc[0] == 0:
+                ax.plot([], [], color=colors[rid], label=label)
+                notes.append((f"{row['label']}: all diverged", rid))
+                continue
+            ax.errorbar(
+                line["lambda"],
+                line["value"],
+                yerr=line["err"],
+                color=colors[rid],
+                label=label,
+                marker="o",
+                ms=3,
+                lw=1.4,
+                capsize=3,
+                elinewidth=0.8,
+            )
+            best, source = line["best"].iloc[0], line["source"].iloc[0]
+            sources.add(source)
+            notes.append((f"{row['label']}: {_fmt(best, spec)} ({BEST_SOURCES[source]})", rid))
+        if notes:  # a panel legend, placed by matplotlib where it hides the fewest points
+            handles = [Line2D([], [], color=colors[rid], lw=2) for _, rid in notes]
+            ax.legend(
+                handles,
+                [text for text, _ in notes],
+                title="best averaged",
+                loc="best",
+                fontsize="x-small",
+                title_fontsize="x-small",
+                framealpha=0.85,
+            )
+        ax.set_title(str(col["label"]))
+        ax.set_xlabel("λ (0 = global model, 1 = local model)")
+        ax.set_xlim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    if nrows == 1:
+        axes[0].set_ylabel(_ylabel(spec))
+    else:
+        fig.supylabel(_ylabel(spec), fontsize="medium")
+    legend: dict[str, object] = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(text, handle)
+    if legend:
+        fig.legend(
+            list(legend.values()),
+            list(legend),
+            loc="outside lower center",
+            ncols=min(len(legend), 5),
+            fontsize="small",
+        )
+    what = "mean" if spec.stat == "mean" else spec.stat
+    best_text = {
+        "best_lambda": (
+            f"best λ per client = protocol best_lambda's {what} (λ chosen per client by top1)"
+        ),
+        "max": f"max over λ = max over λ of the {what} curve (no best_lambda recorded)",
+    }
+    title = [
+        f"{spec.paper} {spec.name}: {spec.caption}",
+        f"scale {spec.scale}; final evaluation round; mixed model (1−λ)θ^g + λθ^l on each "
+        f"client's test split; points = {spec.stat} over clients, mean over seeds; "
+        f"error bars = ±std across clients (population, ddof=0), mean over seeds",
+        "numbers in each panel's legend = best averaged "
+        + spec.metric
+        + ": "
+        + "; ".join(best_text[s] for s in sorted(sources)),
+        *protocol_notes({BEST_PROTOCOL} & sources),
+        *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
+    ]
+    if not is_accuracy(spec.metric) and "best_lambda" in sources:
+        title.append(f"note: best_lambda picks λ by top1, so its {spec.metric} need not be optimal")
+    chars = int(width * CHARS_PER_INCH)
+    fig.suptitle("\n".join(textwrap.fill(t, chars) for t in title), fontsize="medium")
+    return fig
