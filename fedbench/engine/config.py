@@ -25,6 +25,9 @@ class TrainConfig:
     weight_decay: float = 0.0
     eval_every: int = 1
     eval_batch_size: int = 1024
+    # ECE/MCE over consecutive test batches of this size, averaged per client (SuPerFed code's
+    # estimator, which explains Table 2.6's magnitudes); None = over each client's whole split.
+    ece_batch: int | None = None
     executor: str = "auto"  # auto = vectorised where exact for the model, else sequential
     chunk_size: int | None = None  # clients per vmapped chunk; None = from the memory budget
     memory_budget_mb: int = 2048
@@ -64,6 +67,10 @@ class TrainConfig:
             bad("momentum", "must be in [0, 1)")
         if self.weight_decay < 0:
             bad("weight_decay", "must be >= 0")
+        if self.ece_batch is not None and (
+            not isinstance(self.ece_batch, int) or self.ece_batch < 1
+        ):
+            bad("ece_batch", "must be a positive integer or null")
         if self.chunk_size is not None and (
             not isinstance(self.chunk_size, int) or self.chunk_size < 1
         ):

@@ -6,27 +6,41 @@ import torch
 import torch.nn.functional as F
 
 from fedbench.engine.functional import Apply, Params
+from fedbench.metrics.calibration import calibration_per_client
 
 KS = (1, 5)
+MEAN_KEYS = ("loss", *(f"top{k}" for k in KS))  # per-client means of per-sample values
+METRICS = (*MEAN_KEYS, "ece", "mce")  # what every evaluation reports per client
 
 
 @torch.no_grad()
 def _per_sample(
     apply: Apply, params: Params, x: torch.Tensor, y: torch.Tensor, batch_size: int
 ) -> dict[str, torch.Tensor]:
-    """Per-sample loss and top-k hits for (x, y), forwarded in chunks."""
-    losses, hits = [], {k: [] for k in KS}
+    """Per-sample loss, top-k hits and confidence (max softmax) for (x, y), forwarded in chunks."""
+    losses, hits, conf = [], {k: [] for k in KS}, []
     for start in range(0, len(y), batch_size):
         logits = apply(params, x[start : start + batch_size])
         yb = y[start : start + batch_size]
         losses.append(F.cross_entropy(logits, yb, reduction="none"))
+        conf.append(logits.softmax(dim=-1).amax(dim=-1))
         for k in KS:
             top = logits.topk(min(k, logits.shape[-1]), dim=-1).indices
             hits[k].append((top == yb.unsqueeze(-1)).any(dim=-1).float())
-    out = {"loss": torch.cat(losses)}
+    out = {"loss": torch.cat(losses), "confidence": torch.cat(conf)}
     for k in KS:
         out[f"top{k}"] = torch.cat(hits[k])
     return out
+
+
+def _calibration(
+    per: dict[str, torch.Tensor], owner: torch.Tensor, groups: int, calib_batch: int | None
+) -> tuple[list[float], list[float]]:
+    """Per-group ECE and MCE (15 bins) from per-sample confidence and top-1 hits."""
+    ece, mce = calibration_per_client(
+        per["confidence"], per["top1"], owner, groups, batch_size=calib_batch
+    )
+    return ece.tolist(), mce.tolist()
 
 
 def evaluate_clients_shared(
@@ -36,11 +50,16 @@ def evaluate_clients_shared(
     y: torch.Tensor,
     client_idx: list[torch.Tensor],
     batch_size: int,
+    calib_batch: int | None = None,
 ) -> dict[str, list]:
-    """One model on every client's split, in one pass over the concatenated splits."""
+    """One model on every client's split, in one pass over the concatenated splits.
+
+    `calib_batch`: ECE/MCE per consecutive batch of that size, averaged per client (the SuPerFed
+    release's estimator); None = over the client's whole split.
+    """
     ids = [i for i, idx in enumerate(client_idx) if len(idx) > 0]
     if not ids:
-        return {"ids": [], "n": [], "loss": [], "top1": [], "top5": []}
+        return {key: [] for key in ("ids", "n", *METRICS)}
     all_idx = torch.cat([client_idx[i] for i in ids])
     owner = torch.cat(
         [torch.full((len(client_idx[i]),), j, device=all_idx.device) for j, i in enumerate(ids)]
@@ -48,10 +67,11 @@ def evaluate_clients_shared(
     per = _per_sample(apply, params, x[all_idx], y[all_idx], batch_size)
     n = torch.bincount(owner, minlength=len(ids)).to(torch.float64)
     out: dict[str, list] = {"ids": ids, "n": [int(v) for v in n.tolist()]}
-    for key, values in per.items():
+    for key in MEAN_KEYS:
         sums = torch.zeros(len(ids), dtype=torch.float64, device=all_idx.device)
-        sums.index_add_(0, owner, values.to(torch.float64))
+        sums.index_add_(0, owner, per[key].to(torch.float64))
         out[key] = (sums / n).tolist()
+    out["ece"], out["mce"] = _calibration(per, owner, len(ids), calib_batch)
     return out
 
 
@@ -62,17 +82,22 @@ def evaluate_clients_each(
     y: torch.Tensor,
     client_idx: list[torch.Tensor],
     batch_size: int,
+    calib_batch: int | None = None,
 ) -> dict[str, list]:
     """A different model per client (personalised protocols)."""
-    out: dict[str, list] = {"ids": [], "n": [], "loss": [], "top1": [], "top5": []}
+    out: dict[str, list] = {key: [] for key in ("ids", "n", *METRICS)}
     for i, (params, idx) in enumerate(zip(params_per_client, client_idx)):
         if len(idx) == 0:
             continue
         per = _per_sample(apply, params, x[idx], y[idx], batch_size)
         out["ids"].append(i)
         out["n"].append(len(idx))
-        for key, values in per.items():
-            out[key].append(float(values.to(torch.float64).mean()))
+        for key in MEAN_KEYS:
+            out[key].append(float(per[key].to(torch.float64).mean()))
+        owner = torch.zeros(len(idx), dtype=torch.long, device=idx.device)
+        (ece,), (mce,) = _calibration(per, owner, 1, calib_batch)
+        out["ece"].append(ece)
+        out["mce"].append(mce)
     return out
 
 
@@ -83,7 +108,9 @@ def evaluate_global(
     if len(y) == 0:
         return None
     per = _per_sample(apply, params, x, y, batch_size)
-    out = {k: float(v.to(torch.float64).mean()) for k, v in per.items()}
+    out: dict[str, float] = {k: float(per[k].to(torch.float64).mean()) for k in MEAN_KEYS}
+    owner = torch.zeros(len(y), dtype=torch.long, device=y.device)
+    (out["ece"],), (out["mce"],) = _calibration(per, owner, 1, None)
     out["n"] = len(y)
     return out
 

@@ -12,6 +12,7 @@ import torch
 from fedbench.algorithms.base import Algorithm, ServerContext
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import (
+    METRICS,
     client_losses,
     evaluate_clients_each,
     evaluate_clients_shared,
@@ -24,7 +25,7 @@ from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import distribution_pack
 from fedbench.rng import Streams
 
-CLIENT_METRICS = ("loss", "top1", "top5")
+CLIENT_METRICS = METRICS
 
 
 @dataclass
@@ -75,7 +76,13 @@ def evaluate_round(
     """Per-client metrics under every protocol, their distribution packs, the global test set."""
     clients = {
         "global": evaluate_clients_shared(
-            apply, state.global_params, fed.x, fed.y, fed.test, cfg.eval_batch_size
+            apply,
+            state.global_params,
+            fed.x,
+            fed.y,
+            fed.test,
+            cfg.eval_batch_size,
+            cfg.ece_batch,
         )
     }
     for protocol in algo.personal_protocols:
@@ -84,7 +91,7 @@ def evaluate_round(
             for i in range(fed.num_clients)
         ]
         clients[protocol] = evaluate_clients_each(
-            apply, per_client, fed.x, fed.y, fed.test, cfg.eval_batch_size
+            apply, per_client, fed.x, fed.y, fed.test, cfg.eval_batch_size, cfg.ece_batch
         )
     for name, (candidates, metric) in algo.selections.items():
         clients[name] = select_per_client([clients[c] for c in candidates], metric)

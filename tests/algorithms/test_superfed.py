@@ -168,10 +168,28 @@ def test_evaluation_over_the_lambda_grid_and_best_lambda(tiny):
 
 
 def test_select_per_client_by_hand():
-    a = {"ids": [0, 1], "n": [5, 5], "loss": [1.0, 2.0], "top1": [0.2, 0.8], "top5": [1, 1]}
-    b = {"ids": [0, 1], "n": [5, 5], "loss": [3.0, 4.0], "top1": [0.6, 0.8], "top5": [1, 1]}
+    a = {
+        "ids": [0, 1],
+        "n": [5, 5],
+        "loss": [1.0, 2.0],
+        "top1": [0.2, 0.8],
+        "top5": [1, 1],
+        "ece": [0.1, 0.2],
+        "mce": [0.3, 0.4],
+    }
+    b = {
+        "ids": [0, 1],
+        "n": [5, 5],
+        "loss": [3.0, 4.0],
+        "top1": [0.6, 0.8],
+        "top5": [1, 1],
+        "ece": [0.5, 0.6],
+        "mce": [0.7, 0.8],
+    }
     out = select_per_client([a, b], "top1")
     assert out["choice"] == [1, 0] and out["top1"] == [0.6, 0.8] and out["loss"] == [3.0, 2.0]
+    # The chosen candidate's calibration travels with it (ECE at each client's best λ).
+    assert out["ece"] == [0.5, 0.2] and out["mce"] == [0.7, 0.4]
 
 
 @pytest.mark.parametrize("bad", [{"mode": "xx"}, {"start": 1.5}, {"prox": "l1"}, {"nu": -1}])

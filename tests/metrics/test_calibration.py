@@ -34,3 +34,18 @@ def test_per_batch_estimator_averages_batches_per_client():
     assert mce.tolist() == pytest.approx([0.25, 0.1])
     whole, _ = calibration_per_client(conf, hit, owner, 2)
     assert whole.tolist() == pytest.approx([abs(2 / 3 - 0.9), 0.1])
+
+
+def test_evaluation_reports_per_client_calibration(tiny):
+    from fedbench.engine.evaluate import evaluate_clients_each, evaluate_clients_shared
+
+    fed, apply, p0 = tiny
+    shared = evaluate_clients_shared(apply, p0, fed.x, fed.y, fed.test, 7)
+    each = evaluate_clients_each(apply, [p0] * fed.num_clients, fed.x, fed.y, fed.test, 7)
+    for c, idx in enumerate(fed.test):
+        probs = apply(p0, fed.x[idx]).softmax(-1)
+        conf, pred = probs.max(-1)
+        hit = (pred == fed.y[idx]).float()
+        ece, mce = calibration_by_group(conf, hit, torch.zeros(len(idx), dtype=torch.long), 1)
+        assert shared["ece"][c] == pytest.approx(ece.item(), abs=1e-6)
+        assert each["mce"][c] == pytest.approx(mce.item(), abs=1e-6)

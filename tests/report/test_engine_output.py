@@ -41,7 +41,9 @@ def test_engine_records_collect_and_tabulate(tiny, tmp_path):
     df = collect_runs(dirs)
     assert sorted(df["round"].unique()) == [1, 2]
     assert {"global", "global_test", "train"} <= set(df["protocol"])
-    assert len(collect_clients(dirs)) == 2 * 4 * 3  # rounds × clients × metrics
+    assert (
+        len(collect_clients(dirs)) == 2 * 4 * 5
+    )  # rounds × clients × metrics (loss, top1, top5, ece, mce)
     spec = TableSpec(
         paper="toy",
         name="table1",
