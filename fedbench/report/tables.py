@@ -268,18 +268,20 @@ def _num(x: float, decimals: int, sign: bool = False) -> str:
     return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
 
 
-def _paper_num(x: float) -> str:
-    """A paper's number as printed (no padded decimals)."""
-    return f"{x:.10g}"
+def _paper_num(x: float, decimals: int = 2) -> str:
+    """A paper's number with the table's decimals (92.5 -> 92.50, as papers print it), or all its
+    digits when it has more."""
+    fixed = f"{x:.{decimals}f}"
+    return fixed if float(fixed) == x else f"{x:.10g}"
 
 
 def display_cells(r: pd.Series, decimals: int, spread: bool = False) -> tuple[str, str, str]:
     """(paper, ours, Δ) display strings of one cell; with `spread`, 'mean (spread) ± s'."""
     paper = DASH
     if math.isfinite(r["paper"]):
-        paper = _paper_num(r["paper"])
+        paper = _paper_num(r["paper"], decimals)
         if math.isfinite(r["paper_std"]):
-            std = _paper_num(r["paper_std"])
+            std = _paper_num(r["paper_std"], decimals)
             paper += f" ({std})" if spread else f" ± {std}"
     if r["status"] != "ok":
         return paper, (DASH if r["status"] == "no runs" else r["status"]), DASH

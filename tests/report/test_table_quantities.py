@@ -187,7 +187,7 @@ def test_spread_by_hand_two_seeds(make, tmp_path):
     assert c.delta == pytest.approx(71.0 - 74.8)
     assert cell(df, "one", "mnist").ours_spread == pytest.approx(np.std(seed1))
     md, tex, csv = texts(write_table(df, s, tmp_path / "t"))
-    assert "| FedAvg | 74.8 (1.2) | 71.00 (6.12) ± 4.24 (n=2) | -3.80 |" in md
+    assert "| FedAvg | 74.80 (1.20) | 71.00 (6.12) ± 4.24 (n=2) | -3.80 |" in md
     assert "| One seed | — | 74.00 (8.16) (n=1) | — |" in md
     assert "(c) = mean over seeds of each run's std across clients" in md
     assert STD_NOTE not in md

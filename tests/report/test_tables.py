@@ -77,7 +77,7 @@ def test_mean_std_delta_by_hand(runs, tmp_path):
     assert c.paper == 74.8 and c.paper_std == 1.2
     assert c.delta == pytest.approx(ours.mean() - 74.8)
     md = write_table(df, s, tmp_path / "out" / "table2_3")[0].read_text()
-    assert "| FedAvg | 74.8 ± 1.2 | 71.00 ± 4.24 (n=2) | -3.80 |" in md
+    assert "| FedAvg | 74.80 ± 1.20 | 71.00 ± 4.24 (n=2) | -3.80 |" in md
     assert "sample standard deviation (ddof=1)" in md
     assert cell(df, "fedprox").status == "no runs"
 
