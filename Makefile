@@ -34,15 +34,20 @@ quick: setup data
 test: setup
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/snakemake -n --cores $(CORES) all --config scale=paper --quiet rules
-	$(BIN)/snakemake --cores $(CORES) quick --config scale=smoke --quiet rules
+	$(BIN)/snakemake --cores $(CORES) quick superfed superfed_quick --config scale=smoke --quiet rules
 	$(BIN)/ruff check fedbench tests workflow benchmarks
 	$(BIN)/ruff format --check fedbench tests workflow benchmarks
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint --cores 1
 
+# Benchmarks (pytest-benchmark JSON under results/benchmarks/), then the summary table and
+# results/benchmarks/summary.json (speed-ups, GFLOP/s against this run's matmul rate, memory).
 bench: setup
 	mkdir -p results/benchmarks
-	$(BIN)/python -m pytest -q benchmarks --benchmark-enable --benchmark-json=results/benchmarks/latest.json
+	$(BIN)/python -m pytest -q benchmarks -p no:cacheprovider --benchmark-enable \
+		--benchmark-json=results/benchmarks/latest.json --benchmark-columns=min,median,rounds \
+		--benchmark-sort=name
+	$(BIN)/python benchmarks/summary.py results/benchmarks/latest.json
 
 lint: setup
 	$(BIN)/ruff check fedbench tests workflow benchmarks

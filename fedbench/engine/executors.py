@@ -6,10 +6,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, State
-from fedbench.engine.batches import batch_plan
+from fedbench.engine.batches import batch_plan, num_local_steps
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Apply, Params, stack_trees
@@ -58,24 +59,64 @@ def stack_messages(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def client_plan(job: RoundJob, cid: int) -> tuple[list[torch.Tensor], ClientContext]:
-    """A client's batches for this round (its seeded `batches` stream) and its context."""
-    idx = job.fed.train[cid]
+def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
+    """What client `cid` knows in this round."""
     cfg = job.cfg
-    epochs = None if cfg.local_epochs is None else job.algo.local_epochs(cfg.local_epochs)
-    rng = job.streams.generator("batches", job.round, cid)
-    batches = batch_plan(idx, cfg.batch_size, rng, epochs=epochs, steps=cfg.local_steps)
-    ctx = ClientContext(
+    n = len(job.fed.train[cid])
+    return ClientContext(
         client_id=cid,
         round=job.round,
         lr=job.lr,
         rounds=cfg.rounds,
-        num_train=len(idx),
-        num_steps=len(batches),
-        steps_per_epoch=0 if epochs is None else math.ceil(len(idx) / cfg.batch_size),
+        num_train=n,
+        num_steps=num_steps,
+        steps_per_epoch=0 if cfg.local_epochs is None else math.ceil(n / cfg.batch_size),
         pre_loss=job.pre_losses.get(cid),
     )
-    return batches, ctx
+
+
+def _epochs(job: RoundJob) -> int | None:
+    epochs = job.cfg.local_epochs
+    return None if epochs is None else job.algo.local_epochs(epochs)
+
+
+def client_plan(job: RoundJob, cid: int) -> tuple[list[torch.Tensor], ClientContext]:
+    """A client's batches for this round (its seeded `batches` stream) and its context."""
+    rng = job.streams.generator("batches", job.round, cid)
+    batches = batch_plan(
+        job.fed.train[cid], job.cfg.batch_size, rng, epochs=_epochs(job), steps=job.cfg.local_steps
+    )
+    return batches, client_context(job, cid, len(batches))
+
+
+def host_plan(job: RoundJob, cid: int) -> tuple[np.ndarray, np.ndarray]:
+    """`client_plan`'s batches as host arrays: rows [steps, B] (short batches padded with one of
+    the client's own samples) and the real size of each batch; the same draws, in numpy."""
+    idx = job.fed.train[cid]
+    B = job.cfg.batch_size
+    n = len(idx)
+    total = num_local_steps(n, B, _epochs(job), job.cfg.local_steps) if n else 0
+    if total == 0:
+        return np.zeros((0, B), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    host = idx.cpu().numpy()
+    rng = job.streams.generator("batches", job.round, cid)
+    per_pass = math.ceil(n / B)
+    passes = math.ceil(total / per_pass)
+    flat = np.full((passes, per_pass * B), host[0], dtype=np.int64)
+    for p in range(passes):
+        flat[p, :n] = host[rng.permutation(n)]
+    rows = flat.reshape(passes * per_pass, B)[:total]
+    sizes = np.full((passes, per_pass), B, dtype=np.int64)
+    sizes[:, -1] = n - (per_pass - 1) * B
+    return rows, sizes.reshape(-1)[:total]
+
+
+def client_noise(job: RoundJob, cid: int, ctx: ClientContext) -> torch.Tensor | None:
+    """The algorithm's per-step draws for this client (its `algorithm` stream)."""
+    if type(job.algo).step_noise is Algorithm.step_noise:
+        return None  # FedAvg's hook draws nothing: skip seeding a generator
+    rng = job.streams.torch_generator("algorithm", job.round, cid)
+    return job.algo.step_noise(rng, ctx, job.global_params)
 
 
 class SequentialExecutor:
@@ -91,9 +132,7 @@ class SequentialExecutor:
             batches, ctx = client_plan(job, cid)
             state = job.client_states[cid]
             params, carry = job.algo.client_begin(job.global_params, job.server_state, state, ctx)
-            noise = job.algo.step_noise(
-                job.streams.torch_generator("algorithm", job.round, cid), ctx, job.global_params
-            )
+            noise = client_noise(job, cid, ctx)
             params, loss = local_train(
                 job.algo,
                 job.apply,

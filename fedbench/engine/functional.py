@@ -18,12 +18,16 @@ def params_of(model: nn.Module) -> Params:
 
 
 def make_apply(model: nn.Module) -> Apply:
-    """`apply(params, x)`: the model's forward pass with `params` in place of its own."""
+    """`apply(params, x)`: the model's forward pass with `params` in place of its own.
+
+    `apply.module` keeps the module so an executor can inspect its layers (batched kernels).
+    """
     buffers = dict(model.named_buffers())
 
     def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
         return functional_call(model, (params, buffers), (x,))
 
+    apply.module = model
     return apply
 
 
@@ -108,6 +112,39 @@ def sgd_step(
         else:
             new_p[k] = p - lr * g
     return new_p, new_b
+
+
+def sgd_step_(
+    params: Params,
+    grads: Params,
+    buf: Params,
+    lr: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    scale: dict[str, torch.Tensor] | None = None,
+) -> None:
+    """`sgd_step` in place on stacked leaves (leading client axis), for an executor's own buffers.
+
+    `scale[k]` (0/1 per client, shape [clients]) plays `sgd_step`'s mask: clients without a batch
+    this step, or parts an algorithm freezes, keep their weights and momentum.
+    """
+    for k, p in params.items():
+        g = grads[k]
+        if weight_decay:
+            g = g.add(p, alpha=weight_decay)
+        s = None if scale is None else scale.get(k)
+        if momentum:
+            b = buf[k]
+            if s is None:
+                g = b.mul_(momentum).add_(g)
+            else:
+                s = _broadcast(s, b)
+                g = b * momentum + g
+                b.copy_(s * g + (1 - s) * b)
+        if s is None:
+            p.add_(g, alpha=-lr)
+        else:
+            p.addcmul_(_broadcast(s, p), g, value=-lr)
 
 
 def _broadcast(m: torch.Tensor, like: torch.Tensor) -> torch.Tensor:

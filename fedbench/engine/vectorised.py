@@ -1,25 +1,46 @@
-"""All clients of a round (or a chunk of them) train in lockstep through torch.func.vmap.
+"""All clients of a round (or a chunk of them) train in lockstep over stacked parameters.
 
 The same algorithm hooks as the sequential executor run here: `client_begin` / `client_end` once per
-client, `local_loss` and `correct_grads` vmapped over stacked parameters at every step. Clients
-whose last batch is short are padded and masked (the padded samples carry weight 0); clients with
-fewer steps are frozen by a step mask, not fed fake data.
+client, `local_loss`, `correct_grads` and `update_mask` per step through `torch.func.vmap`. Clients
+whose last batch is short are padded and masked (padded samples carry weight 0); clients with fewer
+steps are frozen by a per-client step factor, never fed fake data. The optimiser (SGD, momentum,
+weight decay) updates the stacked tensors in place; they are the executor's own buffers, so the
+hooks stay pure.
+
+Fast path: when the algorithm's local objective is the plain data loss (it overrides neither
+`local_loss` nor `data_loss`) and the model is a chain of Flatten / Linear / Conv2d / ReLU /
+MaxPool2d / Identity layers, `LayerChain` computes the loss and the gradients of all clients with
+hand-written batched kernels (bmm, per-client convolutions) instead of vmap(grad(...)); without
+momentum, weight decay or gradient hooks the SGD update is fused into the weight-gradient GEMM
+(`baddbmm_`). Anything else takes the generic vmap path.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import fx, nn
 from torch.func import grad_and_value, vmap
+from torch.nn.modules.utils import _pair
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from fedbench.algorithms.base import Batch
-from fedbench.engine.executors import RoundJob, RoundOutput, client_plan, stack_messages
-from fedbench.engine.functional import Params, sgd_init, sgd_step
+from fedbench.algorithms.base import Algorithm, Batch
+from fedbench.engine.executors import (
+    RoundJob,
+    RoundOutput,
+    client_context,
+    client_noise,
+    host_plan,
+    stack_messages,
+)
+from fedbench.engine.functional import Params, sgd_step_
 
 log = logging.getLogger("fedbench.engine")
 
@@ -28,31 +49,115 @@ DEFAULT_MEMORY_BUDGET_MB = 2048
 
 def stack_pytrees(trees: list[Any]) -> Any:
     """Stack a list of same-structured pytrees (dicts of tensors, floats) along a new axis 0."""
+    stacked, _ = stack_shared(trees, share=False)
+    return stacked
+
+
+def stack_shared(trees: list[Any], share: bool = True) -> tuple[Any, Any]:
+    """Stack same-structured pytrees along axis 0; return (stacked, vmap in_dims).
+
+    With `share`, a leaf that is the same tensor object in every tree (FedProx's anchor = the global
+    model) is passed once, unstacked, with in_dims None instead of being copied per client.
+    """
     flat = [tree_flatten(t) for t in trees]
     spec = flat[0][1]
-    leaves = []
+    leaves, dims = [], []
     for i in range(len(flat[0][0])):
         column = [f[0][i] for f in flat]
-        leaves.append(
-            torch.stack(column)
-            if isinstance(column[0], torch.Tensor)
-            else torch.tensor(column, dtype=torch.float32)
-        )
-    return tree_unflatten(leaves, spec)
+        if not isinstance(column[0], torch.Tensor):
+            leaves.append(torch.tensor(column, dtype=torch.float32))
+            dims.append(0)
+        elif share and all(c is column[0] for c in column):
+            leaves.append(column[0])
+            dims.append(None)
+        else:
+            leaves.append(torch.stack(column))
+            dims.append(0)
+    return tree_unflatten(leaves, spec), tree_unflatten(dims, spec)
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunking
+
+
+def client_bytes(num_params: int, batch_size: int, sample_numel: int) -> int:
+    """Working-set estimate of one client in a chunk (float32), a deliberate over-estimate: about
+    8 copies of the parameters (params, grads, momentum, their updates, carry) plus a batch of
+    inputs with a few activation-sized buffers."""
+    return 4 * (8 * num_params + 4 * batch_size * max(sample_numel, 1))
 
 
 def chunk_size(
     num_params: int, batch_size: int, sample_numel: int, budget_mb: int, override: int | None
 ) -> int:
-    """Clients per vmapped chunk: the override, else what fits the memory budget.
-
-    Per client: about 8 copies of the parameters (params, grads, momentum, their updates, carry)
-    plus a batch of inputs with a few activation-sized buffers; a deliberate over-estimate.
-    """
+    """Clients per chunk: the override, else as many as fit the memory budget (at least 1)."""
     if override is not None:
         return override
-    per_client = 4 * (8 * num_params + 4 * batch_size * max(sample_numel, 1))
+    per_client = client_bytes(num_params, batch_size, sample_numel)
     return max(1, int(budget_mb * 2**20 // per_client))
+
+
+def device_memory_mb(device: torch.device) -> int | None:
+    """Free memory of `device` in MiB (cuda: free device memory; cpu: MemAvailable), if known."""
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free // 2**20)
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
+
+
+def cpu_cache_bytes() -> int | None:
+    """Size of the CPU's last-level cache (as Linux reports it for cpu0), if known."""
+    best: tuple[int, int] | None = None
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            level = int((entry / "level").read_text())
+            text = (entry / "size").read_text().strip()
+        except (OSError, ValueError):
+            continue
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit() and (best is None or level > best[0]):
+            best = (level, int(digits) * scale)
+    return None if best is None else best[1]
+
+
+def pick_chunk(
+    num_params: int,
+    batch_size: int,
+    sample_numel: int,
+    budget_mb: int,
+    override: int | None,
+    device: torch.device,
+) -> tuple[int, str]:
+    """Clients per chunk and why: override > budget (capped by free device memory) > CPU cache.
+
+    On a CPU, lockstep over more clients than the last-level cache holds streams every client's
+    weights from memory at every step; chunks whose weights fit the cache run each client's steps
+    out of cache, so the default caps the chunk there (at least 4 clients).
+    """
+    if override is not None:
+        return override, "chunk_size override"
+    free = device_memory_mb(device)
+    budget = budget_mb if free is None else max(1, min(budget_mb, free // 2))
+    size = chunk_size(num_params, batch_size, sample_numel, budget, None)
+    why = f"memory budget {budget} MiB"
+    cache = cpu_cache_bytes() if device.type == "cpu" else None
+    if cache:
+        fits = max(4, cache // (3 * 4 * max(num_params, 1)))
+        if fits < size:
+            size, why = fits, f"{why}, CPU cache {cache >> 20} MiB"
+    return size, why
+
+
+# ---------------------------------------------------------------------------------------------
+# Executor resolution
 
 
 def has_batch_stats(model: nn.Module) -> bool:
@@ -69,65 +174,444 @@ def resolve_executor(requested: str, model: nn.Module) -> tuple[str, str]:
     return "vectorised", "auto: model has no cross-sample layers, vmap is exact"
 
 
+# ---------------------------------------------------------------------------------------------
+# Batched kernels for layer chains
+
+
+class _Sink:
+    """Where `LayerChain.backward` puts gradients: collected, or fused into an SGD update."""
+
+    def __init__(self, params: Params, lr: float | None):
+        self.params, self.lr, self.grads = params, lr, {}
+
+    def outer(self, key: str, a: torch.Tensor, b: torch.Tensor) -> None:
+        """Gradient of `key` = a @ b per client (a: [C, out, B], b: [C, B, in])."""
+        if self.lr is None:
+            self.grads[key] = torch.bmm(a, b)
+        else:
+            self.params[key].baddbmm_(a, b, alpha=-self.lr)
+
+    def tensor(self, key: str, g: torch.Tensor) -> None:
+        """Gradient of `key` given as a tensor."""
+        if self.lr is None:
+            self.grads[key] = g
+        else:
+            self.params[key].add_(g, alpha=-self.lr)
+
+
+class _Flatten:
+    def __init__(self, name: str, mod: nn.Flatten):
+        self.keys: tuple[str, ...] = ()
+
+    def forward(self, p: Params, x: torch.Tensor):
+        return x.reshape(x.shape[0], x.shape[1], -1), x.shape
+
+    def backward(self, p: Params, shape, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        return dy.reshape(shape)
+
+
+class _Identity(_Flatten):
+    def forward(self, p: Params, x: torch.Tensor):
+        return x, None
+
+    def backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        return dy
+
+
+class _ReLU(_Identity):
+    def forward(self, p: Params, x: torch.Tensor):
+        y = torch.relu(x)
+        return y, y
+
+    def backward(self, p: Params, y, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        return torch.ops.aten.threshold_backward(dy, y, 0)
+
+
+class _Linear:
+    def __init__(self, name: str, mod: nn.Linear):
+        self.w = f"{name}.weight"
+        self.b = None if mod.bias is None else f"{name}.bias"
+        self.keys = (self.w,) if self.b is None else (self.w, self.b)
+
+    def forward(self, p: Params, x: torch.Tensor):
+        wt = p[self.w].transpose(1, 2)
+        y = torch.bmm(x, wt) if self.b is None else torch.baddbmm(p[self.b].unsqueeze(1), x, wt)
+        return y, x
+
+    def backward(self, p: Params, x, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        dx = torch.bmm(dy, p[self.w]) if need_dx else None  # before the fused update of w
+        sink.outer(self.w, dy.transpose(1, 2), x)
+        if self.b is not None:
+            sink.tensor(self.b, dy.sum(1))
+        return dx
+
+
+class _Conv2d:
+    """Per-client convolutions (the kernels autograd runs for one client), looped over clients."""
+
+    def __init__(self, name: str, mod: nn.Conv2d):
+        self.w = f"{name}.weight"
+        self.b = None if mod.bias is None else f"{name}.bias"
+        self.keys = (self.w,) if self.b is None else (self.w, self.b)
+        self.stride, self.padding, self.dilation = mod.stride, mod.padding, mod.dilation
+
+    def forward(self, p: Params, x: torch.Tensor):
+        w, b = p[self.w], None if self.b is None else p[self.b]
+        y = torch.stack(
+            [
+                F.conv2d(
+                    x[c],
+                    w[c],
+                    None if b is None else b[c],
+                    self.stride,
+                    self.padding,
+                    self.dilation,
+                )
+                for c in range(x.shape[0])
+            ]
+        )
+        return y, x
+
+    def backward(self, p: Params, x, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        w = p[self.w]
+        bias_sizes = None if self.b is None else [w.shape[1]]
+        mask = [need_dx, True, self.b is not None]
+        outs = [
+            torch.ops.aten.convolution_backward(
+                dy[c],
+                x[c],
+                w[c],
+                bias_sizes,
+                self.stride,
+                self.padding,
+                self.dilation,
+                False,
+                [0, 0],
+                1,
+                mask,
+            )
+            for c in range(x.shape[0])
+        ]
+        sink.tensor(self.w, torch.stack([o[1] for o in outs]))
+        if self.b is not None:
+            sink.tensor(self.b, torch.stack([o[2] for o in outs]))
+        return torch.stack([o[0] for o in outs]) if need_dx else None
+
+
+class _MaxPool2d:
+    def __init__(self, name: str, mod: nn.MaxPool2d):
+        self.keys = ()
+        stride = mod.stride if mod.stride is not None else mod.kernel_size
+        self.args = (
+            _pair(mod.kernel_size),
+            _pair(stride),
+            _pair(mod.padding),
+            _pair(mod.dilation),
+            mod.ceil_mode,
+        )
+
+    def forward(self, p: Params, x: torch.Tensor):
+        flat = x.reshape(-1, *x.shape[2:])
+        y, idx = torch.ops.aten.max_pool2d_with_indices(flat, *self.args)
+        return y.reshape(*x.shape[:2], *y.shape[1:]), (flat, idx)
+
+    def backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        flat, idx = saved
+        dx = torch.ops.aten.max_pool2d_with_indices_backward(
+            dy.reshape(-1, *dy.shape[2:]), flat, *self.args, idx
+        )
+        return dx.reshape(*dy.shape[:2], *dx.shape[1:])
+
+
+def _conv_ok(m: nn.Conv2d) -> bool:
+    return m.groups == 1 and m.padding_mode == "zeros" and isinstance(m.padding, tuple)
+
+
+def _flatten_ok(m: nn.Flatten) -> bool:
+    return m.start_dim == 1 and m.end_dim == -1
+
+
+def _pool_ok(m: nn.MaxPool2d) -> bool:
+    return not m.return_indices
+
+
+LAYERS: dict[type[nn.Module], tuple[type, Any]] = {
+    nn.Linear: (_Linear, None),
+    nn.Conv2d: (_Conv2d, _conv_ok),
+    nn.ReLU: (_ReLU, None),
+    nn.Flatten: (_Flatten, _flatten_ok),
+    nn.MaxPool2d: (_MaxPool2d, _pool_ok),
+    nn.Identity: (_Identity, None),
+}
+
+
+class LayerChain:
+    """Batched forward/backward of a chain of supported layers over stacked client parameters."""
+
+    def __init__(self, layers: list[Any]):
+        self.layers = layers
+        self.keys = [k for layer in layers for k in layer.keys]
+        first = next((i for i, layer in enumerate(layers) if layer.keys), len(layers))
+        # Layers at or before the first one with parameters need no input gradient.
+        self.need_dx = [i > first for i in range(len(layers))]
+
+    @classmethod
+    def build(cls, module: nn.Module | None, keys: list[str]) -> tuple[LayerChain | None, str]:
+        """The chain of `module` if every layer is supported and `keys` are exactly its
+        parameters, else (None, why not)."""
+        if module is None:
+            return None, "apply has no module"
+        if any(True for _ in module.buffers()):
+            return None, "model has buffers"
+        try:
+            graph = fx.symbolic_trace(module).graph
+        except Exception as err:  # any tracing failure means: not a plain chain
+            return None, f"not traceable ({type(err).__name__})"
+        layers, prev = [], None
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                if prev is not None:
+                    return None, "more than one input"
+                prev = node
+            elif node.op == "output":
+                if node.args[0] is not prev:
+                    return None, "output is not the last layer"
+            elif node.op == "call_module" and node.args == (prev,) and not node.kwargs:
+                mod = module.get_submodule(node.target)
+                kind, ok = LAYERS.get(type(mod), (None, None))
+                if kind is None or (ok is not None and not ok(mod)):
+                    return None, f"layer {node.target} ({type(mod).__name__}) not supported"
+                layers.append(kind(node.target, mod))
+                prev = node
+            else:
+                return None, f"{node.op} {node.target} is not a layer of a chain"
+        chain = cls(layers)
+        if sorted(chain.keys) != sorted(keys):
+            return None, "parameters differ from the model's"
+        return chain, "layer chain"
+
+    def loss_and_grads(
+        self,
+        params: Params,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        mask: torch.Tensor | None,
+        sink: _Sink,
+    ) -> torch.Tensor:
+        """Masked mean cross-entropy per client ([C]); gradients go to `sink`."""
+        tape = []
+        h = x
+        for layer in self.layers:
+            h, saved = layer.forward(params, h)
+            tape.append(saved)
+        logp = torch.log_softmax(h, dim=-1)
+        nll = -logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)  # [C, B]
+        dz = logp.exp()
+        dz.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(nll, -1.0).unsqueeze(-1))
+        if mask is None:
+            loss = nll.mean(1)
+            dz.mul_(1.0 / y.shape[1])
+        else:
+            count = mask.sum(1).clamp(min=1)
+            loss = (nll * mask).sum(1) / count
+            dz.mul_((mask / count.unsqueeze(1)).unsqueeze(-1))
+        for i in range(len(self.layers) - 1, -1, -1):
+            if dz is None:
+                break
+            dz = self.layers[i].backward(params, tape[i], dz, self.need_dx[i], sink)
+        return loss
+
+
+def _overrides(algo: Algorithm, hook: str) -> bool:
+    return getattr(type(algo), hook) is not getattr(Algorithm, hook)
+
+
+def kernel_path(algo: Algorithm, apply: Any, keys: list[str]) -> tuple[LayerChain | None, str]:
+    """The batched-kernel chain for this algorithm and model, or (None, why the vmap path)."""
+    if _overrides(algo, "local_loss") or _overrides(algo, "data_loss"):
+        return None, f"{algo.name} has its own local objective"
+    return LayerChain.build(getattr(apply, "module", None), keys)
+
+
+# ---------------------------------------------------------------------------------------------
+# The executor
+
+
+@dataclass
+class _Chunk:
+    """A chunk's batch plan: rows [S, C, B], mask (None = no padding), active [S, C] (host)."""
+
+    rows: torch.Tensor
+    mask: torch.Tensor | None
+    active: np.ndarray
+    steps: torch.Tensor
+
+
 class VectorisedExecutor:
-    """vmap(grad(local_loss)) over stacked client parameters, chunked to a memory budget."""
+    """Clients of a round in lockstep over stacked parameters, chunked to a memory budget."""
 
     name = "vectorised"
 
     def __init__(self, chunk: int | None = None, budget_mb: int = DEFAULT_MEMORY_BUDGET_MB):
         self.chunk = chunk
         self.budget_mb = budget_mb
+        self._kernel: dict[Any, tuple[LayerChain | None, str]] = {}
+        self._workspace: dict[str, torch.Tensor] = {}
+        self.last_chunk: tuple[int, str] | None = None  # (clients per chunk, why), last round
+        self.chunks_run = 0  # chunks of the last round
 
     def run(self, job: RoundJob) -> RoundOutput:
         """Train every client of `job.client_ids`, a chunk at a time."""
+        algo, cfg, fed = job.algo, job.cfg, job.fed
+        keys = list(job.global_params)
+        cache_key = (type(algo), id(job.apply), tuple(keys))
+        if cache_key not in self._kernel:
+            self._kernel[cache_key] = kernel_path(algo, job.apply, keys)
+            log.debug("vectorised path: %s", self._kernel[cache_key][1])
+        chain = self._kernel[cache_key][0]
         num_params = sum(v.numel() for v in job.global_params.values())
-        size = chunk_size(
+        size, why = pick_chunk(
             num_params,
-            job.cfg.batch_size,
-            math.prod(job.fed.x.shape[1:]),
+            cfg.batch_size,
+            math.prod(fed.x.shape[1:]),
             self.budget_mb,
             self.chunk,
+            fed.x.device,
         )
-        messages, states, losses = [], {}, []
-        for start in range(0, len(job.client_ids), size):
-            m, s, l = self._run_chunk(job, job.client_ids[start : start + size])
-            messages += m
-            states.update(s)
-            losses.append(l)
-        return RoundOutput(stack_messages(messages), states, torch.cat(losses))
+        self.last_chunk = (size, why)
+        self.chunks_run = 0
+        ids = job.client_ids
+        stacked_end = not _overrides(algo, "client_end")
+        messages: list[dict[str, Any]] = []
+        states: dict[int, Any] = {}
+        losses = []
+        out = None
+        if stacked_end:
+            out = {
+                k: torch.empty((len(ids), *v.shape), dtype=v.dtype, device=v.device)
+                for k, v in job.global_params.items()
+            }
+        for start in range(0, len(ids), size):
+            chunk_ids = ids[start : start + size]
+            self.chunks_run += 1
+            ctxs, plans = [], []
+            for cid in chunk_ids:
+                plan = host_plan(job, cid)
+                plans.append(plan)
+                ctxs.append(client_context(job, cid, len(plan[0])))
+            starts, carries = [], []
+            for cid, ctx in zip(chunk_ids, ctxs):
+                p, c = algo.client_begin(
+                    job.global_params, job.server_state, job.client_states[cid], ctx
+                )
+                starts.append(p)
+                carries.append(c)
+            noises = [client_noise(job, cid, ctx) for cid, ctx in zip(chunk_ids, ctxs)]
+            plan = self._device_plan(plans, fed.train, chunk_ids, cfg.batch_size, fed.x.device)
+            params = self._stack_params(starts, reuse=stacked_end)
+            carry, carry_dims = stack_shared(carries)
+            noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device)
+            if chain is not None:
+                loss = self._train_kernel(job, chain, params, carry, carry_dims, noise, plan)
+            else:
+                loss = self._train_vmap(job, params, carry, carry_dims, noise, plan)
+            losses.append(loss / plan.steps.clamp(min=1))
+            if stacked_end:
+                for k, v in params.items():
+                    torch.sub(v, job.global_params[k], out=out[k][start : start + len(chunk_ids)])
+                states.update({cid: job.client_states[cid] for cid in chunk_ids})
+                continue
+            for c, cid in enumerate(chunk_ids):
+                trained = {k: v[c] for k, v in params.items()}
+                message, states[cid] = algo.client_end(
+                    job.global_params, trained, carries[c], job.client_states[cid], ctxs[c]
+                )
+                if ctxs[c].pre_loss is not None:
+                    message["pre_loss"] = ctxs[c].pre_loss
+                messages.append(message)
+        if stacked_end:
+            stacked = {
+                "delta": out,
+                "weight": torch.tensor([len(fed.train[i]) for i in ids], dtype=torch.float64),
+            }
+            if job.pre_losses:
+                stacked["pre_loss"] = torch.tensor(
+                    [job.pre_losses[i] for i in ids], dtype=torch.float64
+                )
+        else:
+            stacked = stack_messages(messages)
+        return RoundOutput(stacked, states, torch.cat(losses))
 
-    def _run_chunk(self, job: RoundJob, ids: list[int]):
+    def _stack_params(self, starts: list[Params], reuse: bool) -> Params:
+        """The chunk's starting parameters, stacked (into a reused buffer when nothing keeps
+        references to it after the round)."""
+        out = {}
+        n = len(starts)
+        for k, first in starts[0].items():
+            shape = (n, *first.shape)
+            buf = self._workspace.get(k) if reuse else None
+            if buf is None or buf.shape != shape or buf.dtype != first.dtype:
+                buf = torch.empty(shape, dtype=first.dtype, device=first.device)
+                if reuse:
+                    self._workspace[k] = buf
+            if all(s[k] is first for s in starts):
+                buf.copy_(first.expand(shape))
+            else:
+                torch.stack([s[k] for s in starts], out=buf)
+            out[k] = buf
+        return out
+
+    @staticmethod
+    def _device_plan(plans, train, ids, batch_size: int, device: torch.device) -> _Chunk:
+        """Stack the clients' host plans into [steps, clients, B] index and mask tensors."""
+        steps = np.array([len(p[0]) for p in plans])
+        n_steps, n = int(steps.max(initial=0)), len(plans)
+        rows = np.zeros((n_steps, n, batch_size), dtype=np.int64)
+        sizes = np.zeros((n_steps, n), dtype=np.int64)
+        for c, (r, s) in enumerate(plans):
+            if len(r):
+                rows[: len(r), c] = r
+                sizes[: len(s), c] = s
+            elif len(train[ids[c]]):
+                rows[:, c] = int(train[ids[c]][0])
+        mask = None
+        if (sizes != batch_size).any():
+            mask_np = (np.arange(batch_size) < sizes[..., None]).astype(np.float32)
+            mask = torch.from_numpy(mask_np).to(device)
+        return _Chunk(
+            torch.from_numpy(rows).to(device),
+            mask,
+            sizes > 0,
+            torch.from_numpy(steps.astype(np.float32)).to(device),
+        )
+
+    def _train_kernel(self, job, chain, params, carry, carry_dims, noise, plan) -> torch.Tensor:
         algo, cfg, fed = job.algo, job.cfg, job.fed
-        plans, ctxs, starts, carries, noises = [], [], [], [], []
-        for cid in ids:
-            plan, ctx = client_plan(job, cid)
-            params, carry = algo.client_begin(
-                job.global_params, job.server_state, job.client_states[cid], ctx
-            )
-            noise = algo.step_noise(
-                job.streams.torch_generator("algorithm", job.round, cid), ctx, job.global_params
-            )
-            plans.append(plan)
-            ctxs.append(ctx)
-            starts.append(params)
-            carries.append(carry)
-            noises.append(noise)
-        n_clients, n_steps, B = len(ids), max(len(p) for p in plans), cfg.batch_size
-        device = fed.x.device
-        index = torch.zeros(n_steps, n_clients, B, dtype=torch.long, device=device)
-        mask = torch.zeros(n_steps, n_clients, B, dtype=fed.x.dtype, device=device)
-        for c, plan in enumerate(plans):
-            index[:, c, :] = fed.train[ids[c]][0]  # padding points at a real sample, masked out
-            for s, b in enumerate(plan):
-                index[s, c, : len(b)] = b
-                mask[s, c, : len(b)] = 1.0
-        active = mask.amax(dim=2) > 0  # [steps, clients]
-        params = stack_pytrees(starts)
-        carry = stack_pytrees(carries)
-        noise = None
-        if noises[0] is not None:
-            padded = [torch.cat([n, n.new_zeros((n_steps - len(n), *n.shape[1:]))]) for n in noises]
-            noise = torch.stack(padded).to(device).transpose(0, 1)  # [steps, clients, ...]
+        correct, masks = _overrides(algo, "correct_grads"), _overrides(algo, "update_mask")
+        fused = not (correct or masks or cfg.momentum or cfg.weight_decay)
+        vcorrect = vmap(algo.correct_grads, in_dims=(0, 0, carry_dims)) if correct else None
+        vmask = _vmapped_mask(algo, carry_dims, noise) if masks else None
+        buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
+        xs, ys = fed.x[plan.rows], fed.y[plan.rows]
+        loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
+        for s in range(plan.rows.shape[0]):
+            mask = None if plan.mask is None else plan.mask[s]
+            sink = _Sink(params, job.lr if fused else None)
+            loss_sum += chain.loss_and_grads(params, xs[s], ys[s], mask, sink)
+            if fused:
+                continue  # clients without a batch got zero gradients: nothing moved
+            grads = sink.grads
+            if vcorrect is not None:
+                grads = vcorrect(grads, params, carry)
+            scale = _step_scale(plan.active[s], params, fed.x.device)
+            if vmask is not None:
+                upd = vmask(params, carry, None if noise is None else noise[s])
+                scale = _combine(scale, upd, params)
+            sgd_step_(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, scale)
+        return loss_sum
+
+    def _train_vmap(self, job, params, carry, carry_dims, noise, plan) -> torch.Tensor:
+        algo, cfg, fed = job.algo, job.cfg, job.fed
 
         def step(p: Params, xb, yb, mb, cr, nz):
             def loss_fn(q: Params) -> torch.Tensor:
@@ -137,36 +621,58 @@ class VectorisedExecutor:
             upd = algo.update_mask(p, cr, nz)
             return algo.correct_grads(g, p, cr), value, {} if upd is None else upd
 
-        vstep = vmap(step, in_dims=(0, 0, 0, 0, 0, None if noise is None else 0))
-        buf = sgd_init(params)
-        loss_sum = torch.zeros(n_clients, device=device)
-        for s in range(n_steps):
-            rows = index[s]
-            grads, value, upd = vstep(
-                params,
-                fed.x[rows],
-                fed.y[rows],
-                mask[s],
-                carry,
-                None if noise is None else noise[s],
-            )
-            new_p, new_b = sgd_step(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, upd)
-            keep = active[s]
-            params = {k: _where(keep, new_p[k], params[k]) for k in params}
-            buf = {k: _where(keep, new_b[k], buf[k]) for k in buf}
-            loss_sum = loss_sum + torch.where(keep, value.detach(), torch.zeros_like(value))
-        messages, states = [], {}
-        for c, cid in enumerate(ids):
-            trained = {k: v[c] for k, v in params.items()}
-            message, states[cid] = algo.client_end(
-                job.global_params, trained, carries[c], job.client_states[cid], ctxs[c]
-            )
-            if ctxs[c].pre_loss is not None:
-                message["pre_loss"] = ctxs[c].pre_loss
-            messages.append(message)
-        steps = torch.tensor([len(p) for p in plans], device=device, dtype=loss_sum.dtype)
-        return messages, states, loss_sum / steps.clamp(min=1)
+        mask_dim = None if plan.mask is None else 0
+        vstep = vmap(step, in_dims=(0, 0, 0, mask_dim, carry_dims, None if noise is None else 0))
+        buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
+        xs, ys = fed.x[plan.rows], fed.y[plan.rows]
+        loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
+        for s in range(plan.rows.shape[0]):
+            mask = None if plan.mask is None else plan.mask[s]
+            nz = None if noise is None else noise[s]
+            grads, value, upd = vstep(params, xs[s], ys[s], mask, carry, nz)
+            scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
+            sgd_step_(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, scale)
+            keep = torch.as_tensor(plan.active[s], device=value.device)
+            loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
+        return loss_sum
 
 
-def _where(keep: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    return torch.where(keep.view(-1, *([1] * (new.dim() - 1))), new, old)
+def _vmapped_mask(algo: Algorithm, carry_dims: Any, noise: torch.Tensor | None):
+    def mask_fn(p, cr, nz):
+        upd = algo.update_mask(p, cr, nz)
+        return {} if upd is None else upd
+
+    return vmap(mask_fn, in_dims=(0, carry_dims, None if noise is None else 0))
+
+
+def _step_scale(active: np.ndarray, params: Params, device) -> dict[str, torch.Tensor] | None:
+    """Per-client 0/1 factors freezing clients without a batch at this step (None: all train)."""
+    if active.all():
+        return None
+    keep = torch.from_numpy(active.astype(np.float32)).to(device)
+    return dict.fromkeys(params, keep)
+
+
+def _combine(scale, upd: dict[str, torch.Tensor] | None, params: Params):
+    """Multiply the step's per-client factors with an algorithm's (vmapped) update mask."""
+    if not upd:
+        return scale
+    out = {} if scale is None else dict(scale)
+    for k, m in upd.items():
+        p = params[k]
+        m = torch.as_tensor(m, dtype=p.dtype, device=p.device)
+        if m.dim() == 0:
+            m = m.expand(p.shape[0])
+        if k in out:
+            keep = out[k]
+            m = keep.reshape(keep.shape + (1,) * (m.dim() - keep.dim())) * m
+        out[k] = m
+    return out
+
+
+def _stack_noise(noises: list, n_steps: int, device: torch.device) -> torch.Tensor | None:
+    """Per-client step noise as [steps, clients, ...] (clients with fewer steps padded by 0)."""
+    if noises[0] is None:
+        return None
+    padded = [torch.cat([n, n.new_zeros((n_steps - len(n), *n.shape[1:]))]) for n in noises]
+    return torch.stack(padded).to(device).transpose(0, 1)

@@ -1,6 +1,12 @@
 import torch
 
-from fedbench.engine.functional import sgd_init, sgd_step, stack_trees, weighted_mean
+from fedbench.engine.functional import (
+    sgd_init,
+    sgd_step,
+    sgd_step_,
+    stack_trees,
+    weighted_mean,
+)
 
 
 def test_sgd_step_matches_torch_optim_sgd():
@@ -24,3 +30,35 @@ def test_weighted_mean_by_hand():
     out = weighted_mean(stacked, torch.tensor([1.0, 3.0], dtype=torch.float64))
     # (1*[1,2] + 3*[3,6]) / 4 = [2.5, 5]
     torch.testing.assert_close(out["w"], torch.tensor([2.5, 5.0]))
+
+
+def test_in_place_sgd_on_stacked_clients_matches_sgd_step_per_client():
+    g = torch.Generator().manual_seed(1)
+    C = 3
+    p0 = {"a": torch.randn(C, 3, 2, generator=g), "b": torch.randn(C, 2, generator=g)}
+    # Client 0 trains everything; client 1 has no batch; client 2 freezes "b" (an update mask).
+    scale = {"a": torch.tensor([1.0, 0.0, 1.0]), "b": torch.tensor([1.0, 0.0, 0.0])}
+    params = {k: v.clone() for k, v in p0.items()}
+    buf = {k: torch.randn(v.shape, generator=g) for k, v in p0.items()}
+    ref_buf = {k: v.clone() for k, v in buf.items()}
+    for _ in range(3):
+        grads = {k: torch.randn(v.shape, generator=g) for k, v in p0.items()}
+        want = []
+        for c in range(C):
+            p, b = sgd_step(
+                {k: params[k][c] for k in params},
+                {k: grads[k][c] for k in grads},
+                {k: ref_buf[k][c] for k in ref_buf},
+                0.1,
+                0.9,
+                1e-2,
+                {k: scale[k][c] for k in scale},
+            )
+            want.append((p, b))
+        sgd_step_(params, grads, buf, 0.1, 0.9, 1e-2, scale)
+        ref_buf = {k: torch.stack([b[k] for _, b in want]) for k in buf}
+        for k in params:
+            torch.testing.assert_close(
+                params[k], torch.stack([p[k] for p, _ in want]), rtol=0, atol=1e-6
+            )
+            torch.testing.assert_close(buf[k], ref_buf[k], rtol=0, atol=1e-6)

@@ -1,0 +1,252 @@
+"""Summarise a `make bench` run: print the table, check the targets, write summary.json.
+
+Usage: python benchmarks/summary.py results/benchmarks/latest.json [--no-profile]
+
+Times are the best (minimum) of each benchmark's timed rounds: other processes on the machine
+only ever add time. The FLOP floor of a round is counted analytically (bench_lib.forward_flops):
+forward 2·in·out per Linear and 2·(Cin/g)·kh·kw·Cout·Hout·Wout per Conv2d per sample, backward
+2x forward, times the samples trained (E x 50 per client); GFLOP/s = floor / vectorised time, and
+is compared with the best float32 matmul rate measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+FORMULA = (
+    "FLOP floor = clients x E x 50 samples x 3 x forward FLOPs per sample; forward = "
+    "sum over Linear of 2*in*out + sum over Conv2d of 2*(Cin/groups)*kh*kw*Cout*Hout*Wout "
+    "(activations, pooling and the loss not counted; backward = 2 x forward)"
+)
+# (arch, clients, what, threshold): vectorised >= threshold x naive / x sequential / of matmul.
+TARGETS = (
+    ("twonn", 100, "naive", 8.0),
+    ("twonn", 100, "sequential", 3.0),
+    ("twonn", 100, "matmul", 0.30),
+    ("twonn", 10, "naive", 5.0),
+)
+
+
+def load(path: Path) -> list[dict]:
+    """The benchmarks of a pytest-benchmark JSON file."""
+    return json.loads(path.read_text())["benchmarks"]
+
+
+def best(b: dict) -> float:
+    """Best time of a benchmark, in seconds."""
+    return float(b["stats"]["min"])
+
+
+def by_kind(benches: list[dict]) -> dict[str, list[dict]]:
+    """Benchmarks grouped by extra_info['kind']."""
+    out: dict[str, list[dict]] = defaultdict(list)
+    for b in benches:
+        out[b.get("extra_info", {}).get("kind", "other")].append(b)
+    return out
+
+
+def round_cases(rounds: list[dict], matmul: float | None) -> dict[str, dict]:
+    """Per (arch, clients): each executor's time, speed-ups, GFLOP/s and the FLOP floor."""
+    cases: dict[str, dict] = {}
+    for b in rounds:
+        info = b["extra_info"]
+        key = f"fedavg-{info['arch']}-{info['clients']}"
+        case = cases.setdefault(
+            key,
+            {"arch": info["arch"], "clients": info["clients"], "flops": info["flops"]},
+        )
+        case[f"{info['executor']}_s"] = best(b)
+    for case in cases.values():
+        vec, seq, naive = (case.get(f"{e}_s") for e in ("vectorised", "sequential", "naive"))
+        case["speedup"] = seq / vec if vec and seq else None
+        case["speedup_vs_naive"] = naive / vec if vec and naive else None
+        case["sequential_vs_naive"] = naive / seq if seq and naive else None
+        case["gflops"] = case["flops"] / vec / 1e9 if vec else None
+        case["matmul_gflops"] = matmul
+        case["matmul_fraction"] = case["gflops"] / matmul if case["gflops"] and matmul else None
+    return dict(sorted(cases.items(), key=lambda kv: (kv[1]["arch"], kv[1]["clients"])))
+
+
+def check_targets(cases: dict[str, dict]) -> list[dict]:
+    """Each target with its measured value and whether it is met."""
+    out = []
+    for arch, clients, what, need in TARGETS:
+        case = cases.get(f"fedavg-{arch}-{clients}", {})
+        value = {
+            "naive": case.get("speedup_vs_naive"),
+            "sequential": case.get("speedup"),
+            "matmul": case.get("matmul_fraction"),
+        }[what]
+        label = (
+            f"{arch} {clients} clients: vectorised >= {need:.0%} of matmul GFLOP/s"
+            if what == "matmul"
+            else f"{arch} {clients} clients: vectorised >= {need:g}x {what}"
+        )
+        out.append({"target": label, "value": value, "met": value is not None and value >= need})
+    return out
+
+
+def _f(v, fmt: str, missing: str = "-") -> str:
+    return missing if v is None else format(v, fmt)
+
+
+def print_rounds(cases: dict[str, dict], matmul: float | None) -> None:
+    """The main table: one row per round case."""
+    print(
+        f"\nFedAvg round, 50 samples/client, E=1, B=10 (best of N; matmul {_f(matmul, '.1f')} "
+        "GFLOP/s float32, measured in this run)"
+    )
+    head = (
+        f"{'case':<20}{'FLOP floor':>12}{'naive s':>10}{'seq s':>10}{'vec s':>10}"
+        f"{'vec/naive':>10}{'vec/seq':>9}{'seq/naive':>10}{'GFLOP/s':>9}{'% matmul':>9}"
+    )
+    print(head)
+    print("-" * len(head))
+    for key, c in cases.items():
+        print(
+            f"{key:<20}{c['flops'] / 1e6:>9.1f} MF"
+            f"{_f(c.get('naive_s'), '.4f'):>10}{_f(c.get('sequential_s'), '.4f'):>10}"
+            f"{_f(c.get('vectorised_s'), '.4f'):>10}{_f(c['speedup_vs_naive'], '.1f'):>9}x"
+            f"{_f(c['speedup'], '.1f'):>8}x{_f(c['sequential_vs_naive'], '.1f'):>9}x"
+            f"{_f(c['gflops'], '.1f'):>9}{_f(c['matmul_fraction'], '.0%'):>9}"
+        )
+    print(FORMULA)
+
+
+def print_others(kinds: dict[str, list[dict]]) -> dict:
+    """Local steps, aggregation rules, partitioners, memory; returns their JSON summary."""
+    out: dict = {}
+    steps = kinds.get("local_step", [])
+    if steps:
+        print("\nOne local step (engine step loop, batch 10)")
+        out["local_step"] = {}
+        for b in steps:
+            i = b["extra_info"]
+            gf = i["flops"] / best(b) / 1e9
+            out["local_step"][i["arch"]] = {"s": best(b), "params": i["params"], "gflops": gf}
+            print(
+                f"  {i['arch']:<18}{i['params']:>10,} params {best(b) * 1e3:>9.3f} ms "
+                f"{gf:>7.2f} GFLOP/s"
+            )
+    agg = kinds.get("aggregate", [])
+    if agg:
+        print("\nAggregation rules (MLP 784-10-10, 7,960 parameters), ms")
+        table: dict[str, dict[int, float]] = defaultdict(dict)
+        sharing = {}
+        for b in agg:
+            i = b["extra_info"]
+            table[i["rule"]][i["clients"]] = best(b)
+            sharing[i["rule"]] = i["same_rule"]
+        sizes = sorted({c for row in table.values() for c in row})
+        print(f"  {'rule':<12}" + "".join(f"{c:>12,}" for c in sizes) + "   (same rule)")
+        for rule, row in table.items():
+            cells = "".join(f"{row[c] * 1e3:>12.3f}" if c in row else f"{'-':>12}" for c in sizes)
+            print(f"  {rule:<12}{cells}   {', '.join(sharing[rule])}")
+        out["aggregate"] = {r: {str(c): s for c, s in row.items()} for r, row in table.items()}
+    parts = kinds.get("partition", [])
+    if parts:
+        print("\nPartitioners, 60,000 labels, 100 clients, ms")
+        out["partition"] = {}
+        for b in parts:
+            out["partition"][b["extra_info"]["partition"]] = best(b)
+            print(f"  {b['extra_info']['partition']:<14}{best(b) * 1e3:>10.2f}")
+    mem = kinds.get("memory", [])
+    if mem:
+        print("\nPeak memory of a 100-client vectorised TwoNN round (fresh process)")
+        out["memory"] = {}
+        for b in mem:
+            i = b["extra_info"]
+            out["memory"][i["variant"]] = {
+                k: i[k]
+                for k in (
+                    "chunk",
+                    "chunks",
+                    "chunk_reason",
+                    "budget_mb",
+                    "growth_mb",
+                    "peak_mb",
+                    "messages_mb",
+                    "estimate_per_client_mb",
+                    "method",
+                    "device",
+                )
+            }
+            print(
+                f"  {i['variant']:<11} chunk {i['chunk']:>3} x {i['chunks']:>3}  peak growth "
+                f"{i['growth_mb']:7.1f} MiB (of which messages {i['messages_mb']:.1f} MiB; chunk "
+                f"estimate {i['chunk'] * i['estimate_per_client_mb']:.1f} MiB <= budget "
+                f"{i['budget_mb']} MiB or override) [{i['chunk_reason']}; {i['method']}]"
+            )
+    return out
+
+
+def profile_round(arch: str, clients: int, path: Path, rows: int = 12) -> str:
+    """A torch.profiler table of one vectorised round (the top ops by self time)."""
+    from bench_lib import RoundCase, engine_round
+    from torch.profiler import ProfilerActivity, profile
+
+    fed, model, cfg, _ = RoundCase(arch, clients).build()
+    fn = engine_round(fed, model, cfg, "vectorised")
+    fn()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
+    path.write_text(table)
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("json", type=Path)
+    parser.add_argument("--out", type=Path, default=None, help="summary.json (default: beside)")
+    parser.add_argument("--no-profile", action="store_true")
+    args = parser.parse_args(argv)
+    kinds = by_kind(load(args.json))
+    rates = [b["extra_info"]["flops"] / best(b) / 1e9 for b in kinds.get("matmul", [])]
+    matmul = max(rates) if rates else None
+    cases = round_cases(kinds.get("round", []), matmul)
+    print_rounds(cases, matmul)
+    others = print_others(kinds)
+    targets = check_targets(cases)
+    print("\nTargets")
+    for t in targets:
+        value = t["value"]
+        shown = (
+            "-" if value is None else (f"{value:.0%}" if "%" in t["target"] else f"{value:.1f}x")
+        )
+        print(f"  [{'met' if t['met'] else 'MISSED'}] {t['target']}: {shown}")
+    missed = [t for t in targets if not t["met"]]
+    profile_path = args.json.parent / "profile_twonn_100.txt"
+    if missed and not args.no_profile:
+        print("\nWhere the time goes: one vectorised TwoNN round, 100 clients (torch.profiler)")
+        print(profile_round("twonn", 100, profile_path))
+    summary = {
+        "source": str(args.json),
+        "statistic": "min",
+        "flop_formula": FORMULA,
+        "matmul_gflops": matmul,
+        "cases": cases,
+        "targets": targets,
+        **others,
+        "machine": {
+            "torch": torch.__version__,
+            "threads": torch.get_num_threads(),
+            "python": platform.python_version(),
+            "processor": platform.processor() or platform.machine(),
+        },
+    }
+    out = args.out or args.json.parent / "summary.json"
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+    print(f"\nwrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

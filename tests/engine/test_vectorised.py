@@ -1,0 +1,178 @@
+"""The vectorised executor's parts: batch plans, chunking, the batched-kernel fast path."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from fedbench.algorithms import build_algorithm
+from fedbench.algorithms.base import masked_mean
+from fedbench.engine.config import TrainConfig
+from fedbench.engine.executors import RoundJob, SequentialExecutor, client_plan, host_plan
+from fedbench.engine.functional import make_apply, params_of
+from fedbench.engine.loop import run_rounds
+from fedbench.engine.vectorised import (
+    LayerChain,
+    VectorisedExecutor,
+    _Sink,
+    client_bytes,
+    kernel_path,
+    pick_chunk,
+)
+from fedbench.models import build_model
+from fedbench.rng import Streams
+
+
+def _job(fed, apply, p0, algo, cfg, ids=None):
+    ids = list(range(fed.num_clients)) if ids is None else ids
+    states = {i: algo.init_client_state(i, p0, lambda: p0) for i in range(fed.num_clients)}
+    server = algo.init_server_state(p0)
+    return RoundJob(algo, apply, fed, cfg, Streams(3), 2, cfg.lr, p0, server, states, ids, {})
+
+
+@pytest.mark.parametrize(
+    "sizes, batch, epochs, steps",
+    [((9, 5, 2), 4, 2, None), ((9, 5, 2), 4, None, 7), ((8, 3, 1), 8, 1, None)],
+)
+def test_host_plan_draws_the_same_batches_as_client_plan(
+    federation_factory, sizes, batch, epochs, steps
+):
+    fed = federation_factory(num_clients=3, per_client=12)
+    fed.train = [t[:n] for t, n in zip(fed.train, sizes)]
+    model = build_model("mlp", (6,), 3, init_seed=0, hidden=4)
+    cfg = TrainConfig(
+        rounds=3,
+        batch_size=batch,
+        lr=0.1,
+        local_epochs=epochs,
+        local_steps=steps,
+        clients_per_round=3,
+    )
+    job = _job(fed, make_apply(model), params_of(model), build_algorithm("fedavg"), cfg)
+    for cid in range(3):
+        batches, ctx = client_plan(job, cid)
+        rows, real = host_plan(job, cid)
+        assert len(rows) == len(real) == len(batches) == ctx.num_steps
+        for b, r, n in zip(batches, rows, real):
+            assert n == len(b) and r[:n].tolist() == b.tolist()
+            assert set(r[n:].tolist()) <= set(fed.train[cid].tolist())  # padding: own samples
+
+
+def test_a_tiny_budget_splits_the_round_into_chunks_with_the_same_result(federation_factory):
+    fed = federation_factory(num_clients=4, per_client=8)
+    model = build_model("mlp", (6,), 3, init_seed=0, hidden=5000)
+    p0, apply = params_of(model), make_apply(model)
+    num_params = sum(v.numel() for v in p0.values())
+    assert client_bytes(num_params, 3, 6) > 2**20  # one client alone exceeds 1 MiB
+    cfg = TrainConfig(
+        rounds=1, batch_size=3, lr=0.1, local_epochs=1, clients_per_round=4, memory_budget_mb=1
+    )
+    algo = build_algorithm("scaffold")
+    vec = VectorisedExecutor(cfg.chunk_size, cfg.memory_budget_mb)
+    out_v = vec.run(_job(fed, apply, p0, algo, cfg))
+    assert vec.last_chunk[0] == 1 and vec.chunks_run == 4
+    out_s = SequentialExecutor().run(_job(fed, apply, p0, algo, cfg))
+    for k in p0:
+        torch.testing.assert_close(
+            out_v.messages["delta"][k], out_s.messages["delta"][k], rtol=0, atol=1e-6
+        )
+    torch.testing.assert_close(out_v.train_losses, out_s.train_losses, rtol=0, atol=1e-6)
+
+
+def test_the_chunk_fits_the_budget_and_the_override_wins():
+    cpu = torch.device("cpu")
+    size, why = pick_chunk(50_000, 10, 784, 64, None, cpu)
+    assert size * client_bytes(50_000, 10, 784) <= 64 * 2**20 and "budget" in why
+    assert pick_chunk(50_000, 10, 784, 64, 3, cpu) == (3, "chunk_size override")
+    assert pick_chunk(10**9, 10, 784, 1, None, cpu)[0] == 1
+
+
+class _Functional(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))  # a function call, not a layer: no chain
+
+
+def test_fast_path_only_for_the_plain_data_loss_and_plain_chains():
+    twocnn = build_model("twocnn", (1, 12, 12), 10, init_seed=0, hidden=8, channels=(2, 4))
+    keys = list(params_of(twocnn))
+    assert kernel_path(build_algorithm("fedavg"), make_apply(twocnn), keys)[0] is not None
+    assert kernel_path(build_algorithm("scaffold"), make_apply(twocnn), keys)[0] is not None
+    chain, why = kernel_path(build_algorithm("fedprox"), make_apply(twocnn), keys)
+    assert chain is None and "local objective" in why
+    bn = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
+    assert kernel_path(build_algorithm("fedavg"), make_apply(bn), list(params_of(bn)))[0] is None
+    f = _Functional()
+    chain, why = kernel_path(build_algorithm("fedavg"), make_apply(f), list(params_of(f)))
+    assert chain is None and "call_function" in why
+    assert LayerChain.build(twocnn, keys[:-1])[0] is None  # a parameter missing from the dict
+
+
+def test_layer_chain_gradients_match_autograd_per_client():
+    model = nn.Sequential(
+        nn.Conv2d(2, 3, 3, stride=2, padding=1, dilation=1, bias=False),
+        nn.ReLU(),
+        nn.MaxPool2d(3, stride=2, padding=1),
+        nn.Conv2d(3, 4, 2, dilation=2),
+        nn.Identity(),
+        nn.Flatten(),
+        nn.Linear(4, 5),
+        nn.ReLU(),
+        nn.Linear(5, 3, bias=False),
+    )
+    g = torch.Generator().manual_seed(0)
+    p0 = params_of(model)
+    C, B = 3, 4
+    params = {k: v + 0.1 * torch.randn((C, *v.shape), generator=g) for k, v in p0.items()}
+    x = torch.randn(C, B, 2, 11, 11, generator=g)
+    y = torch.randint(0, 3, (C, B), generator=g)
+    mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]])
+    chain, why = LayerChain.build(model, list(p0))
+    assert chain is not None, why
+    sink = _Sink(params, None)
+    loss = chain.loss_and_grads(params, x, y, mask, sink)
+
+    def ref(p, xb, yb, mb):
+        logits = functional_call(model, p, (xb,))
+        return masked_mean(nn.functional.cross_entropy(logits, yb, reduction="none"), mb)
+
+    want = vmap(grad(ref))(params, x, y, mask)
+    torch.testing.assert_close(loss, vmap(ref)(params, x, y, mask), rtol=0, atol=1e-6)
+    for k in p0:
+        torch.testing.assert_close(sink.grads[k], want[k], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("chunk", [None, 2])
+def test_fused_update_with_uneven_clients_matches_sequential(tiny, chunk):
+    fed, apply, p0 = tiny
+    fed.train[1] = fed.train[1][:5]
+    fed.train[2] = fed.train[2][:2]
+    cfg = TrainConfig(
+        rounds=3, batch_size=4, lr=0.2, local_epochs=2, clients_per_round=3, chunk_size=chunk
+    )
+    runs = [
+        run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(7), p0, executor=ex)
+        for ex in ("sequential", "vectorised")
+    ]
+    for k in p0:
+        torch.testing.assert_close(
+            runs[0].global_params[k], runs[1].global_params[k], rtol=0, atol=1e-5
+        )
+    assert [r["train_loss"] for r in runs[0].records] == pytest.approx(
+        [r["train_loss"] for r in runs[1].records], abs=1e-5
+    )
+
+
+def test_clients_without_training_data_do_not_move(federation_factory):
+    fed = federation_factory(num_clients=3, per_client=8)
+    fed.train[1] = fed.train[1][:0]
+    model = build_model("mlp", (6,), 3, init_seed=0, hidden=4)
+    p0, apply = params_of(model), make_apply(model)
+    cfg = TrainConfig(rounds=1, batch_size=3, lr=0.1, local_epochs=1, clients_per_round=3)
+    out = VectorisedExecutor().run(_job(fed, apply, p0, build_algorithm("fedavg"), cfg))
+    assert all(out.messages["delta"][k][1].abs().max() == 0 for k in p0)
+    assert np.isfinite(out.train_losses.numpy()).all()
