@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 # Order is part of the format: append new names, never reorder (older runs would change).
-STREAMS = ("partition", "init", "sampling", "batches", "algorithm", "standin", "eval")
+STREAMS = ("partition", "init", "sampling", "batches", "algorithm", "standin", "eval", "augment")
 
 
 class Streams:

@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from fedbench.engine.augment import Augment
+
 EXECUTORS = ("auto", "sequential", "vectorised")
 
 
@@ -31,8 +33,13 @@ class TrainConfig:
     executor: str = "auto"  # auto = vectorised where exact for the model, else sequential
     chunk_size: int | None = None  # clients per vmapped chunk; None = from the memory budget
     memory_budget_mb: int = 2048
+    # Training-time augmentation (rotate, hflip, normalize): a mapping in YAML, an Augment here.
+    augment: Augment | None = None
 
     def __post_init__(self):
+        if not isinstance(self.augment, (Augment, type(None))):
+            object.__setattr__(self, "augment", Augment.from_dict(self.augment))
+
         def bad(key: str, why: str):
             raise ValueError(f"training.{key}: {why} (got {getattr(self, key)!r})")
 

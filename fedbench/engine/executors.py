@@ -119,6 +119,15 @@ def client_noise(job: RoundJob, cid: int, ctx: ClientContext) -> torch.Tensor | 
     return job.algo.step_noise(rng, ctx, job.global_params)
 
 
+def client_draws(job: RoundJob, cid: int, num_steps: int) -> dict[str, torch.Tensor] | None:
+    """This client's augmentation draws for the round ([steps, B]; its `augment` stream)."""
+    aug = job.cfg.augment
+    if aug is None or not aug.random:
+        return None
+    gen = job.streams.torch_generator("augment", job.round, cid)
+    return aug.draw(gen, (num_steps, job.cfg.batch_size))
+
+
 class SequentialExecutor:
     """One client after another, each through the engine's local-step loop."""
 
@@ -133,6 +142,7 @@ class SequentialExecutor:
             state = job.client_states[cid]
             params, carry = job.algo.client_begin(job.global_params, job.server_state, state, ctx)
             noise = client_noise(job, cid, ctx)
+            draws = client_draws(job, cid, len(batches))
             params, loss = local_train(
                 job.algo,
                 job.apply,
@@ -145,6 +155,7 @@ class SequentialExecutor:
                 cfg.momentum,
                 cfg.weight_decay,
                 noise,
+                None if draws is None else (cfg.augment, draws),
             )
             message, states[cid] = job.algo.client_end(job.global_params, params, carry, state, ctx)
             if ctx.pre_loss is not None:

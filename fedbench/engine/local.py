@@ -6,6 +6,7 @@ import torch
 from torch.func import grad_and_value
 
 from fedbench.algorithms.base import Algorithm, Batch, State
+from fedbench.engine.augment import Augment
 from fedbench.engine.functional import Apply, Params, sgd_init, sgd_step
 
 
@@ -21,8 +22,12 @@ def local_train(
     momentum: float,
     weight_decay: float,
     noise: torch.Tensor | None = None,
+    augment: tuple[Augment, dict[str, torch.Tensor]] | None = None,
 ) -> tuple[Params, torch.Tensor]:
-    """Run the local steps; return the trained parameters and the mean training loss (a tensor)."""
+    """Run the local steps; return the trained parameters and the mean training loss (a tensor).
+
+    `augment` = (transform, draws [steps, B]): each batch is transformed with its step's draws.
+    """
 
     def loss_fn(p: Params, xb: torch.Tensor, yb: torch.Tensor, nz) -> torch.Tensor:
         return algo.local_loss(apply, p, Batch(xb, yb), carry, nz)
@@ -32,7 +37,11 @@ def local_train(
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
         nz = None if noise is None else noise[step]
-        grads, loss = step_grad(params, x[idx], y[idx], nz)
+        xb = x[idx]
+        if augment is not None:
+            aug, draws = augment
+            xb = aug.apply(xb, {k: v[step, : len(idx)] for k, v in draws.items()})
+        grads, loss = step_grad(params, xb, y[idx], nz)
         grads = algo.correct_grads(grads, params, carry)
         mask = algo.update_mask(params, carry, nz)
         params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay, mask)

@@ -81,6 +81,11 @@ def execute_run(
     fed = Federation.from_arrays(
         ds.x_train, y_train, part.train, part.test, ds.x_test, ds.y_test, ds.num_classes, dev
     )
+    if cfg.augment is not None:  # normalise the pools once; batches are rotated/flipped later
+        fed.x, fed.x_test = (
+            cfg.augment.normalise_pool(fed.x),
+            cfg.augment.normalise_pool(fed.x_test),
+        )
     executor, why = resolve_executor(cfg.executor, model)
     log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)
     started = time.perf_counter()

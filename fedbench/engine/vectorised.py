@@ -36,6 +36,7 @@ from fedbench.engine.executors import (
     RoundJob,
     RoundOutput,
     client_context,
+    client_draws,
     client_noise,
     host_plan,
     stack_messages,
@@ -445,6 +446,7 @@ class _Chunk:
     mask: torch.Tensor | None
     active: np.ndarray
     steps: torch.Tensor
+    draws: dict[str, torch.Tensor] | None = None  # augmentation draws [S, C, B]
 
 
 class VectorisedExecutor:
@@ -508,6 +510,10 @@ class VectorisedExecutor:
                 carries.append(c)
             noises = [client_noise(job, cid, ctx) for cid, ctx in zip(chunk_ids, ctxs)]
             plan = self._device_plan(plans, fed.train, chunk_ids, cfg.batch_size, fed.x.device)
+            plan.draws = _stack_draws(
+                [client_draws(job, cid, ctx.num_steps) for cid, ctx in zip(chunk_ids, ctxs)],
+                plan.rows.shape[0],
+            )
             params = self._stack_params(starts, reuse=stacked_end)
             carry, carry_dims = stack_shared(carries)
             noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device)
@@ -592,7 +598,7 @@ class VectorisedExecutor:
         vcorrect = vmap(algo.correct_grads, in_dims=(0, 0, carry_dims)) if correct else None
         vmask = _vmapped_mask(algo, carry_dims, noise) if masks else None
         buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
-        xs, ys = fed.x[plan.rows], fed.y[plan.rows]
+        xs, ys = _gather(job, plan)
         loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
         for s in range(plan.rows.shape[0]):
             mask = None if plan.mask is None else plan.mask[s]
@@ -624,7 +630,7 @@ class VectorisedExecutor:
         mask_dim = None if plan.mask is None else 0
         vstep = vmap(step, in_dims=(0, 0, 0, mask_dim, carry_dims, None if noise is None else 0))
         buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
-        xs, ys = fed.x[plan.rows], fed.y[plan.rows]
+        xs, ys = _gather(job, plan)
         loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
         for s in range(plan.rows.shape[0]):
             mask = None if plan.mask is None else plan.mask[s]
@@ -635,6 +641,27 @@ class VectorisedExecutor:
             keep = torch.as_tensor(plan.active[s], device=value.device)
             loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
         return loss_sum
+
+
+def _gather(job: RoundJob, plan: _Chunk) -> tuple[torch.Tensor, torch.Tensor]:
+    """The chunk's batches [S, C, B, ...] from the pool, augmented with the clients' draws."""
+    xs, ys = job.fed.x[plan.rows], job.fed.y[plan.rows]
+    if plan.draws is not None:
+        xs = job.cfg.augment.apply(xs, plan.draws)
+    return xs, ys
+
+
+def _stack_draws(draws: list, n_steps: int) -> dict[str, torch.Tensor] | None:
+    """Per-client augmentation draws as [steps, clients, B] (missing steps padded, masked)."""
+    if draws[0] is None:
+        return None
+    out = {}
+    for k in draws[0]:
+        padded = [
+            torch.cat([d[k], d[k].new_zeros((n_steps - len(d[k]), *d[k].shape[1:]))]) for d in draws
+        ]
+        out[k] = torch.stack(padded, 1)
+    return out
 
 
 def _vmapped_mask(algo: Algorithm, carry_dims: Any, noise: torch.Tensor | None):

@@ -1,0 +1,117 @@
+"""Training-time augmentation: the transforms by hand, config errors, and both executors."""
+
+import numpy as np
+import pytest
+import torch
+
+from fedbench.algorithms import build_algorithm
+from fedbench.engine.augment import Augment
+from fedbench.engine.config import TrainConfig
+from fedbench.engine.federation import Federation
+from fedbench.engine.functional import make_apply, params_of
+from fedbench.engine.loop import run_rounds
+from fedbench.models import build_model
+from fedbench.rng import Streams
+
+
+def _img(n=2, c=3, side=4):
+    return torch.arange(n * c * side * side, dtype=torch.float32).reshape(n, c, side, side)
+
+
+def test_quarter_turn_is_an_exact_pixel_permutation():
+    x = _img()
+    aug = Augment(rotate=90)
+    half_pi = torch.full((2,), torch.pi / 2)
+    out = aug.apply(x, {"angle": half_pi, "flip": torch.zeros(2, dtype=torch.bool)})
+    # A quarter turn maps pixel centres of a square image onto pixel centres: nothing is filled;
+    # positive angles turn counter-clockwise, as torchvision's rotate does.
+    torch.testing.assert_close(out, torch.rot90(x, k=1, dims=(-2, -1)))
+    same = aug.apply(x, {"angle": torch.zeros(2), "flip": torch.zeros(2, dtype=torch.bool)})
+    torch.testing.assert_close(same, x)
+
+
+def test_flip_only_where_drawn():
+    x = _img()
+    out = Augment(hflip=0.5).apply(
+        x, {"angle": torch.zeros(2), "flip": torch.tensor([True, False])}
+    )
+    torch.testing.assert_close(out[0], x[0].flip(-1))
+    torch.testing.assert_close(out[1], x[1])
+
+
+def test_rotation_fills_black_in_normalised_space():
+    x = torch.ones(1, 3, 8, 8)  # a white image
+    aug = Augment(rotate=45, normalize="imagenet")
+    xn = aug.normalise_pool(x)
+    mean = torch.tensor([0.485, 0.456, 0.406])
+    std = torch.tensor([0.229, 0.224, 0.225])
+    torch.testing.assert_close(xn[0, :, 0, 0], (1 - mean) / std)
+    out = aug.apply(xn, {"angle": torch.tensor([torch.pi / 4]), "flip": torch.tensor([False])})
+    # After 45 degrees the corner comes from outside the image (black = -mean/std), the centre
+    # from inside (still white).
+    torch.testing.assert_close(out[0, :, 0, 0], -mean / std)
+    torch.testing.assert_close(out[0, :, 4, 4], (1 - mean) / std)
+    plain = Augment(rotate=45).apply(
+        x, {"angle": torch.tensor([torch.pi / 4]), "flip": torch.tensor([False])}
+    )
+    assert plain[0, 0, 0, 0] == 0 and plain[0, 0, 4, 4] == 1
+
+
+def test_draws_are_seeded_and_in_range():
+    aug = Augment(rotate=20, hflip=0.5)
+    a = aug.draw(torch.Generator().manual_seed(3), (50, 10))
+    b = aug.draw(torch.Generator().manual_seed(3), (50, 10))
+    torch.testing.assert_close(a["angle"], b["angle"])
+    assert a["angle"].abs().max() <= 20 * torch.pi / 180 + 1e-6
+    assert 0.3 < a["flip"].float().mean() < 0.7
+
+
+@pytest.mark.parametrize(
+    "block, key",
+    [({"rotat": 20}, "rotat"), ({"rotate": -1}, "rotate"), ({"hflip": 2}, "hflip")],
+)
+def test_bad_augment_config_names_the_key(block, key):
+    with pytest.raises(ValueError, match=key):
+        TrainConfig(
+            rounds=1, batch_size=2, lr=0.1, local_epochs=1, clients_per_round=1, augment=block
+        )
+    with pytest.raises(ValueError, match="normalize"):
+        Augment(normalize="cifar").stats(3)
+
+
+def _image_fed():
+    rng = np.random.default_rng(0)
+    x = rng.random((36, 1, 6, 6), dtype=np.float32)
+    y = rng.integers(0, 3, 36)
+    idx = np.arange(36).reshape(3, 12)
+    return Federation.from_arrays(
+        x, y, [i[:9] for i in idx], [i[9:] for i in idx], x[:0], y[:0], 3, torch.device("cpu")
+    )
+
+
+def _run(executor, augment):
+    model = build_model("mlp", (1, 6, 6), 3, init_seed=0, hidden=8)
+    cfg = TrainConfig(
+        rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3, augment=augment
+    )
+    return run_rounds(
+        build_algorithm("fedavg"),
+        make_apply(model),
+        _image_fed(),
+        cfg,
+        Streams(2),
+        params_of(model),
+        executor=executor,
+    )
+
+
+def test_executors_agree_with_augmentation_and_it_changes_training():
+    augment = {"rotate": 20, "hflip": 0.5}
+    seq, vec = _run("sequential", augment), _run("vectorised", augment)
+    plain = _run("sequential", None)
+    for k in seq.global_params:
+        assert (seq.global_params[k] - vec.global_params[k]).abs().max() <= 1e-5
+    assert any(
+        (seq.global_params[k] - plain.global_params[k]).abs().max() > 1e-4
+        for k in seq.global_params
+    )
