@@ -133,6 +133,10 @@ class SequentialExecutor:
 
     name = "sequential"
 
+    def describe(self) -> dict[str, Any]:
+        """How the last round ran (for run.yaml)."""
+        return {}
+
     def run(self, job: RoundJob) -> RoundOutput:
         """Train every client of `job.client_ids`."""
         messages, states, losses = [], {}, []

@@ -39,6 +39,7 @@ class RunState:
     status: str = "ok"
     diverged_round: int | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
+    executor_info: dict[str, Any] = field(default_factory=dict)  # how the executor ran (run.yaml)
 
 
 def sample_clients(streams: Streams, round_: int, num_clients: int, m: int) -> list[int]:
@@ -215,6 +216,7 @@ def run_rounds(
             }
             record.update(evaluate_round(algo, apply, fed, state, cfg))
             emit(record)
+    state.executor_info = runner.describe()
     return state
 
 

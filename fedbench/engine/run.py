@@ -143,6 +143,7 @@ def execute_run(
         "device": str(dev),
         "executor": executor,
         "executor_reason": why,
+        **state.executor_info,
         "threads": threads,
     }
     write_yaml(run_yaml_path, info)

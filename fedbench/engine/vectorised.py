@@ -462,6 +462,19 @@ class VectorisedExecutor:
         self.last_chunk: tuple[int, str] | None = None  # (clients per chunk, why), last round
         self.chunks_run = 0  # chunks of the last round
 
+    def describe(self) -> dict[str, Any]:
+        """How the last round ran (for run.yaml): kernel path, clients per chunk and why."""
+        paths = sorted(
+            {
+                "batched layer-chain kernels" if c else f"vmap ({why})"
+                for c, why in self._kernel.values()
+            }
+        )
+        out: dict[str, Any] = {"vectorised_path": "; ".join(paths)}
+        if self.last_chunk is not None:
+            out["chunk_size"], out["chunk_reason"] = self.last_chunk
+        return out
+
     def run(self, job: RoundJob) -> RoundOutput:
         """Train every client of `job.client_ids`, a chunk at a time."""
         algo, cfg, fed = job.algo, job.cfg, job.fed

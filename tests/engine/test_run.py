@@ -62,6 +62,7 @@ def test_vectorised_run_matches_sequential_to_4_decimals(prepared):
     seq, _, _ = _run(root, catalog, 0, "seq", "sequential")
     vec, info, _ = _run(root, catalog, 0, "vec", "vectorised")
     assert info["executor"] == "vectorised"
+    assert info["chunk_size"] >= 1 and info["chunk_reason"] and info["vectorised_path"]
     for ls, lv in zip(seq.splitlines(), vec.splitlines()):
         rs, rv = json.loads(ls), json.loads(lv)
         for metric, pack in rs["summary"]["global"].items():
