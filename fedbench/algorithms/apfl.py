@@ -8,7 +8,8 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
-from fedbench.algorithms.pair import FED, LOC, joined, split
+from fedbench.algorithms.pair import FED, LOC, joined, mix, split
+from fedbench.algorithms.superfed import LAMBDA_GRID
 from fedbench.engine.functional import Apply, Params, tree_sub
 
 ALPHA = "mix.alpha"
@@ -22,7 +23,9 @@ class APFL(Algorithm):
     the CE of the mixture (1 - α) w + α v, with w taken as it was before this step and held
     constant, so only v learns from the mixture (SuPerFed release, spec superfed.md §3). Only w
     is sent and averaged. v starts equal to the global initialisation (release; a never-sampled
-    client keeps it). Protocol `personal` = (1 - α) θ^g + α v_i.
+    client keeps it). Protocol `personal` = (1 - α) θ^g + α v_i (the tables); protocols
+    `lambda0.0` … `lambda1.0` = (1 - λ) θ^g + λ v_i on SuPerFed's λ grid (thesis Fig. 2.5), so
+    `lambda0.0` is the global model, `lambda1.0` the local one and λ = α gives `personal`.
 
     `alpha` is fixed by default (release: 0.25). `adaptive_alpha` follows the paper's per-client
     update α ← α - η ⟨v - w, ∇f(v̄)⟩ (α is a trained scalar, clipped to [0, 1] where used and
@@ -32,7 +35,10 @@ class APFL(Algorithm):
     """
 
     name: ClassVar[str] = "apfl"
-    personal_protocols: ClassVar[tuple[str, ...]] = ("personal",)
+    personal_protocols: ClassVar[tuple[str, ...]] = (
+        "personal",
+        *(f"lambda{v}" for v in LAMBDA_GRID),
+    )
     alpha: float = 0.25
     adaptive_alpha: bool = False
 
@@ -57,7 +63,7 @@ class APFL(Algorithm):
         fed, loc = split(params, FED), split(params, LOC)
         a = params[ALPHA].clamp(0, 1) if self.adaptive_alpha else self.alpha
         # w is detached in the mixture: the local step moves v (and α), never w.
-        mixed = {k: (1 - a) * fed[k].detach() + a * loc[k] for k in fed}
+        mixed = mix({k: v.detach() for k, v in fed.items()}, loc, a)
         return self.data_loss(apply, fed, batch) + self.data_loss(apply, mixed, batch)
 
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):
@@ -71,8 +77,10 @@ class APFL(Algorithm):
         return message, state
 
     def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
-        if protocol != "personal":
+        if protocol == "personal":
+            a = client_state["alpha"] if self.adaptive_alpha else self.alpha
+        elif protocol in self.personal_protocols:
+            a = float(protocol[len("lambda") :])
+        else:
             return super().personal_params(protocol, global_params, client_state)
-        a = client_state["alpha"] if self.adaptive_alpha else self.alpha
-        local = client_state["local"]
-        return {k: (1 - a) * v + a * local[k] for k, v in global_params.items()}
+        return mix(global_params, client_state["local"], a)

@@ -96,3 +96,23 @@ def test_personal_model_is_fixed_mixture_by_hand():
         algo.personal_params("personal", g, state)["weight"], torch.tensor([3.0, 2.0])
     )
     assert torch.equal(algo.init_client_state(0, g, None)["local"]["weight"], g["weight"])
+
+
+def test_lambda_protocols_by_hand():
+    # Thesis Fig. 2.5: APFL's personalised model (1 - λ) θ^g + λ θ^l_i on the λ grid 0, 0.1, …, 1.
+    algo = build_algorithm("apfl", alpha=0.25)
+    assert algo.personal_protocols == ("personal", *(f"lambda{i / 10}" for i in range(11)))
+    g = {"weight": torch.tensor([4.0, 0.0, -2.0]), "bias": torch.tensor([1.0])}
+    state = {"local": {"weight": torch.tensor([0.0, 8.0, 3.0]), "bias": torch.tensor([-1.0])}}
+    at = {lam: algo.personal_params(f"lambda{lam}", g, state) for lam in (0.0, 0.3, 1.0)}
+    for k in g:
+        assert torch.equal(at[0.0][k], g[k])  # the global model
+        assert torch.equal(at[1.0][k], state["local"][k])  # the local model
+    # 0.7 * (4, 0, -2) + 0.3 * (0, 8, 3) = (2.8, 2.4, -0.5); bias 0.7 - 0.3 = 0.4
+    torch.testing.assert_close(at[0.3]["weight"], torch.tensor([2.8, 2.4, -0.5]))
+    torch.testing.assert_close(at[0.3]["bias"], torch.tensor([0.4]))
+    # The tables' `personal` model keeps α weighting θ^l: 0.75 * (4, 0, -2) + 0.25 * (0, 8, 3)
+    personal = algo.personal_params("personal", g, state)["weight"]
+    torch.testing.assert_close(personal, torch.tensor([3.0, 2.0, -0.75]))
+    with pytest.raises(KeyError, match="lambda0.25"):  # off the grid: no protocol
+        algo.personal_params("lambda0.25", g, state)

@@ -44,7 +44,7 @@ def test_sequential_and_vectorised_agree(case, tiny):
         assert (v - vec.global_params[k]).abs().max().item() <= 1e-5, k
     assert len(seq.records) == len(vec.records) == 3
     for a, b in zip(seq.records, vec.records):
-        assert set(a["summary"]) == set(b["summary"]) == {"global", "personal"}
+        assert set(a["summary"]) == set(b["summary"]) == {"global", *algo.personal_protocols}
         for protocol, summary in a["summary"].items():
             for metric, pack in summary.items():
                 for stat, value in pack.items():
