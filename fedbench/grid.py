@@ -26,6 +26,7 @@ OUTPUT_KEYS = (
     "decimals",
     "spread",
     "kind",
+    "panels",
 )
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 TABLE_EXTS = ("md", "tex", "csv")
@@ -106,6 +107,10 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
         raise ConfigError(f"{where}.spread: only tables take a spread")
     if kind == "tables" and "kind" in out:
         raise ConfigError(f"{where}.kind: only figures have a kind")
+    if kind == "tables" and "panels" in out:
+        raise ConfigError(f"{where}.panels: only figures have panels")
+    if out.get("panels", "columns") not in ("columns", "cells"):
+        raise ConfigError(f"{where}.panels: {out['panels']!r} is not one of ['columns', 'cells']")
     if out.get("kind", "rounds") not in ("rounds", "lambda"):
         raise ConfigError(f"{where}.kind: {out['kind']!r} is not one of ['rounds', 'lambda']")
     if out.get("spread") is not None and out["spread"] not in PACK_STATS:
@@ -291,5 +296,7 @@ def figure_spec(grid: Grid, name: str, catalog: dict, scale: str):
 
     out = grid.outputs("figures")[name]
     return FigureSpec(
-        **_spec_fields(grid, "figures", name, catalog, scale), kind=out.get("kind", "rounds")
+        **_spec_fields(grid, "figures", name, catalog, scale),
+        kind=out.get("kind", "rounds"),
+        panels=out.get("panels", "columns"),
     )

@@ -32,6 +32,9 @@ from fedbench.report.layout import (
 )
 
 FIGURE_KINDS = ("rounds", "lambda")
+# "columns": one panel per column, one line per row; "cells" (λ figures): one panel per
+# (row, column), a block of panels per row (thesis Figs. 2.3 and 2.5 draw each scheme apart).
+PANEL_LAYOUTS = ("columns", "cells")
 
 PANEL_SIZE = (4.2, 3.2)
 CHARS_PER_INCH = 10  # suptitle wrap width at fontsize 'medium'
@@ -55,6 +58,7 @@ class FigureSpec:
     cells: dict[tuple[str, str], list[Path]]
     scale: str
     kind: str = "rounds"
+    panels: str = "columns"
 
     def __post_init__(self) -> None:
         """Reject an unknown kind, stat, scale, a cell outside the rows × columns, or a row/column
@@ -63,6 +67,10 @@ class FigureSpec:
         where = f"{self.paper}/{self.name}"
         if self.kind not in FIGURE_KINDS:
             raise LayoutError(f"{where}: unknown kind {self.kind!r}; valid: {list(FIGURE_KINDS)}")
+        if self.panels not in PANEL_LAYOUTS:
+            raise LayoutError(f"{where}: unknown panels {self.panels!r}; valid: {PANEL_LAYOUTS}")
+        if self.panels == "cells" and self.kind != "lambda":
+            raise LayoutError(f"{where}: panels 'cells' is for λ figures only")
         check_layout(self)
         for cell, q in cell_quantities(self).items():
             if (q.metric, q.stat) != (self.metric, self.stat):

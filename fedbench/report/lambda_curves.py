@@ -39,7 +39,9 @@ BEST_SOURCES = {"best_lambda": "best λ per client", "max": "max over λ"}
 ERR_STAT = "std"
 PANELS_PER_LINE = 4
 PANEL_SIZE = (3.6, 3.0)
+CELL_PANEL_SIZE = (2.9, 2.5)
 CHARS_PER_INCH = 10
+TITLE_LINE = 0.22  # inches per line of the suptitle at fontsize 'medium'
 PANEL_COLUMNS = ("row", "label", "lambda", "protocol", "value", "err", "seeds", "best", "source")
 
 
@@ -160,68 +162,103 @@ def _ylabel(spec: FigureSpec) -> str:
     return text + (", in % (×100)" if value_scale(spec.metric, spec.percent) != 1.0 else "")
 
 
+def _draw_panel(
+    ax, spec: FigureSpec, cells: dict, panel: pd.DataFrame, col: dict, rows: list[dict], colors
+) -> set[str]:
+    """One panel: each of `rows` over λ with error bars, and a legend of each row's best
+    averaged value (without the row's name when the panel has one row). Returns the sources."""
+    sources: set[str] = set()
+    notes = []
+    for row in rows:
+        rid = str(row["id"])
+        runs = cells.get((rid, str(col["id"])), [])
+        if not runs:
+            continue
+        label = str(row["label"])
+        name = f"{row['label']}: " if len(rows) > 1 else ""
+        diverged = sum(r.status != "ok" for r in runs)
+        if diverged:
+            label += f" [{diverged}/{len(runs)} diverged]"
+        line = panel[panel["row"] == rid]
+        if line["seeds"].iloc[0] == 0:
+            ax.plot([], [], color=colors[rid], label=label)
+            notes.append((f"{name}all diverged", rid))
+            continue
+        ax.errorbar(
+            line["lambda"],
+            line["value"],
+            yerr=line["err"],
+            color=colors[rid],
+            label=label,
+            marker="o",
+            ms=3,
+            lw=1.4,
+            capsize=3,
+            elinewidth=0.8,
+        )
+        best, source = line["best"].iloc[0], line["source"].iloc[0]
+        sources.add(source)
+        notes.append((f"{name}{_fmt(best, spec)} ({BEST_SOURCES[source]})", rid))
+    if notes:  # a panel legend, placed by matplotlib where it hides the fewest points
+        handles = [Line2D([], [], color=colors[rid], lw=2) for _, rid in notes]
+        ax.legend(
+            handles,
+            [text for text, _ in notes],
+            title="best averaged",
+            loc="best",
+            fontsize="x-small",
+            title_fontsize="x-small",
+            framealpha=0.85,
+        )
+    ax.set_title(str(col["label"]), fontsize="medium")
+    ax.set_xlabel("λ (0 = global model, 1 = local model)", fontsize="small")
+    ax.set_xlim(-0.05, 1.05)
+    ax.grid(alpha=0.3)
+    return sources
+
+
+def _share_y(axes: list, spec: FigureSpec) -> None:
+    """One y range over every panel: an accuracy's whole range, [0, 1] (× 100 in percent), as in
+    the thesis' Figure 2.5; any other metric the union of the panels' ranges."""
+    if is_accuracy(spec.metric):
+        top = value_scale(spec.metric, spec.percent)
+        lo, hi = -0.02 * top, 1.02 * top
+    else:
+        lo = min(ax.get_ylim()[0] for ax in axes)
+        hi = max(ax.get_ylim()[1] for ax in axes)
+    for ax in axes:
+        ax.set_ylim(lo, hi)
+
+
 def make_lambda_figure(spec: FigureSpec) -> Figure:
-    """The matplotlib figure (not saved) of a kind='lambda' spec."""
+    """The matplotlib figure (not saved) of a kind='lambda' spec.
+
+    panels "columns": a panel per column with a line per row; "cells": a block of panels per row
+    (titled with the row's label), a panel per column in it; panels wrap after PANELS_PER_LINE.
+    """
     cells = load_cells(spec)
+    panels = {str(c["id"]): lambda_panel(spec, cells, str(c["id"])) for c in spec.columns}
+    colors = {str(r["id"]): f"C{i % 10}" for i, r in enumerate(spec.rows)}
     n = len(spec.columns)
     ncols = min(n, PANELS_PER_LINE)
     nrows = math.ceil(n / ncols)
-    width = max(6.0, PANEL_SIZE[0] * ncols)
-    fig = Figure(figsize=(width, PANEL_SIZE[1] * nrows + 1.6), layout="constrained")
-    grid_axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
-    for ax in grid_axes[n:]:
-        ax.remove()
-    axes = grid_axes[:n]
-    colors = {str(r["id"]): f"C{i % 10}" for i, r in enumerate(spec.rows)}
-    sources: set[str] = set()
-    for ax, col in zip(axes, spec.columns, strict=True):
-        panel = lambda_panel(spec, cells, str(col["id"]))
-        notes = []
-        for row in spec.rows:
-            rid = str(row["id"])
-            runs = cells.get((rid, str(col["id"])), [])
-            if not runs:
-                continue
-            label = str(row["label"])
-            diverged = sum(r.status != "ok" for r in runs)
-            if diverged:
-                label += f" [{diverged}/{len(runs)} diverged]"
-            line = panel[panel["row"] == rid]
-            if line["seeds"].iloc[0] == 0:
-                ax.plot([], [], color=colors[rid], label=label)
-                notes.append((f"{row['label']}: all diverged", rid))
-                continue
-            ax.errorbar(
-                line["lambda"],
-                line["value"],
-                yerr=line["err"],
-                color=colors[rid],
-                label=label,
-                marker="o",
-                ms=3,
-                lw=1.4,
-                capsize=3,
-                elinewidth=0.8,
-            )
-            best, source = line["best"].iloc[0], line["source"].iloc[0]
-            sources.add(source)
-            notes.append((f"{row['label']}: {_fmt(best, spec)} ({BEST_SOURCES[source]})", rid))
-        if notes:  # a panel legend, placed by matplotlib where it hides the fewest points
-            handles = [Line2D([], [], color=colors[rid], lw=2) for _, rid in notes]
-            ax.legend(
-                handles,
-                [text for text, _ in notes],
-                title="best averaged",
-                loc="best",
-                fontsize="x-small",
-                title_fontsize="x-small",
-                framealpha=0.85,
-            )
-        ax.set_title(str(col["label"]))
-        ax.set_xlabel("λ (0 = global model, 1 = local model)")
-        ax.set_xlim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
-    if nrows == 1:
+    blocks = [[r] for r in spec.rows] if spec.panels == "cells" else [spec.rows]
+    size = CELL_PANEL_SIZE if spec.panels == "cells" else PANEL_SIZE
+    width = max(6.0, size[0] * ncols * len(blocks))
+    fig = Figure(figsize=(width, size[1] * nrows + 1.6), layout="constrained")  # height: below
+    holders = fig.subfigures(1, len(blocks), squeeze=False).ravel() if len(blocks) > 1 else [fig]
+    axes, sources = [], set()
+    for holder, rows in zip(holders, blocks, strict=True):
+        grid_axes = holder.subplots(nrows, ncols, sharey=True, squeeze=False).ravel()
+        for ax in grid_axes[n:]:
+            ax.remove()
+        for ax, col in zip(grid_axes[:n], spec.columns, strict=True):
+            sources |= _draw_panel(ax, spec, cells, panels[str(col["id"])], col, rows, colors)
+        axes.extend(grid_axes[:n])
+        if len(blocks) > 1:
+            holder.suptitle(str(rows[0]["label"]), color=colors[str(rows[0]["id"])], weight="bold")
+    _share_y(axes, spec)
+    if len(axes) == 1 or (nrows == 1 and len(blocks) == 1):
         axes[0].set_ylabel(_ylabel(spec))
     else:
         fig.supylabel(_ylabel(spec), fontsize="medium")
@@ -259,5 +296,7 @@ def make_lambda_figure(spec: FigureSpec) -> Figure:
     if not is_accuracy(spec.metric) and "best_lambda" in sources:
         title.append(f"note: best_lambda picks λ by top1, so its {spec.metric} need not be optimal")
     chars = int(width * CHARS_PER_INCH)
-    fig.suptitle("\n".join(textwrap.fill(t, chars) for t in title), fontsize="medium")
+    text = "\n".join(textwrap.fill(t, chars) for t in title)
+    fig.suptitle(text, fontsize="medium")
+    fig.set_size_inches(width, size[1] * nrows + 0.9 + TITLE_LINE * (text.count("\n") + 1))
     return fig

@@ -133,3 +133,48 @@ def test_spec_checks():
     with pytest.raises(LayoutError, match="per-client stat"):
         spec({}, protocol="global_test", stat="value")
     assert FigureSpec(**{**spec({}).__dict__, "kind": "rounds"}).kind == "rounds"
+
+
+def test_cells_layout_blocks_of_4x4(make, tmp_path):
+    # Figure 2.3's layout: a 4 × 4 block of panels per row (scheme), one line per panel.
+    cols = [{"id": f"nu{i // 4}-mu{i % 4}", "label": f"ν{i // 4} μ{i % 4}"} for i in range(16)]
+    rows = [{"id": "mm", "label": "SuPerFed-MM"}, {"id": "lm", "label": "SuPerFed-LM"}]
+    base = {"mm": 0.50, "lm": 0.30}  # client-mean top1 of column i: base + 0.01 i (+ BUMP at λ)
+    cells = {
+        (r, c["id"]): [lam_run(make, 0, algorithm=f"{r}{i}", curve={20: base[r] + 0.01 * i})]
+        for r in base
+        for i, c in enumerate(cols)
+    }
+    s = spec(cells, rows=rows, columns=cols, percent=False, panels="cells")
+    fig = make_figure(s)
+    assert len(fig.axes) == 32 and len(fig.subfigs) == 2
+    for b, (sub, row) in enumerate(zip(fig.subfigs, rows, strict=True)):
+        assert sub._suptitle.get_text() == row["label"]
+        assert len(sub.axes) == 16
+        for i, ax in enumerate(sub.axes):
+            ss = ax.get_subplotspec()
+            assert (ss.rowspan.start, ss.colspan.start, ss.get_geometry()[:2]) == (
+                i // 4,
+                i % 4,
+                (4, 4),
+            )
+            assert ax.get_title() == cols[i]["label"]
+            (bars,) = ax.containers  # this row's line only
+            y = bars.lines[0].get_ydata()
+            assert y[0] == pytest.approx(base[row["id"]] + 0.01 * i)  # λ = 0
+            assert y[5] == pytest.approx(base[row["id"]] + 0.01 * i + 0.1)  # λ = 0.5
+            assert bars.lines[0].get_color() == f"C{b}"
+            best = base[row["id"]] + 0.01 * i + 0.15  # best_lambda = value + 0.15
+            texts = [t.get_text() for t in ax.get_legend().get_texts()]
+            assert texts == [f"{best:.3f} (best λ per client)"]
+    lims = {ax.get_ylim() for ax in fig.axes}
+    assert len(lims) == 1 and 0 <= min(lims)[0] and max(lims)[1] <= 1  # shared, within [0, 1]
+    paths = learning_curves(s, tmp_path / "figs" / "figure2_3")
+    assert paths[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cells_layout_only_for_lambda():
+    with pytest.raises(LayoutError, match="for λ figures only"):
+        spec({}, kind="rounds", panels="cells")
+    with pytest.raises(LayoutError, match="unknown panels"):
+        spec({}, panels="rows")
