@@ -108,6 +108,9 @@ def test_auto_picks_vectorised_without_batchnorm_and_says_why():
     name, why = resolve_executor("auto", bn)
     assert name == "sequential" and "BatchNorm" in why
     assert resolve_executor("sequential", bn) == ("sequential", "requested")
+    lstm = build_model("nextchar_lstm", (80,), 100, init_seed=0, vocab_size=100)
+    name, why = resolve_executor("auto", lstm)
+    assert name == "sequential" and "recurrent" in why
 
 
 def test_chunk_size_fits_budget():
