@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from fedbench.algorithms import build_algorithm
+from fedbench.data.partition import check_partition_spec
 from fedbench.engine.config import TrainConfig
 from fedbench.models import MODELS
 
@@ -109,6 +110,10 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
                 f"partitions.{name}.kind: must be one of {PARTITION_KINDS}, "
                 f"got {e.get('kind') if isinstance(e, dict) else e!r}"
             )
+        try:
+            check_partition_spec({k: v for k, v in e.items() if k != "training"})
+        except ValueError as err:
+            raise ConfigError(f"partitions.{name}: {err}") from None
     for name, e in catalog["models"].items():
         _keys(f"models.{name}", e, ("arch", "params", "training", "description"))
         if e.get("arch") not in MODELS:

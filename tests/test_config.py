@@ -29,6 +29,8 @@ def _broken(catalog, path, value):
         (("roundz",), 3, "roundz"),
         (("datasets", "mnist", "source"), "mnistt", "mnistt"),
         (("partitions", "iid-k100", "kind"), "sharded", "partitions.iid-k100.kind"),
+        (("partitions", "iid-k100", "val_fraction"), 1.5, "partitions.iid-k100: .*val_fraction"),
+        (("partitions", "iid-k100", "val_fracton"), 0.1, "partitions.iid-k100: .*val_fracton"),
         (("models", "twonn", "arch"), "twonnn", "twonnn"),
         (("algorithms", "fedprox-mu0.01", "muu"), 0.1, "muu"),
         (("algorithms", "fedavg", "algorithm"), "fedsgd", "fedsgd"),

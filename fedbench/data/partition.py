@@ -208,6 +208,8 @@ class Partition:
     meta: dict[str, Any] = field(default_factory=dict)
     # Training-pool labels after label noise (None = the dataset's own labels).
     labels: np.ndarray | None = None
+    # Per-client validation indices held out of `train` (empty list = no validation split).
+    val: list[np.ndarray] = field(default_factory=list)
 
 
 def _pack(parts: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -230,10 +232,14 @@ def _unpack(flat: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
 
 def save_partition(path: str | os.PathLike, p: Partition) -> None:
     """Write a partition to .npz atomically: concatenated indices + offsets, meta as JSON."""
-    if len(p.train) != len(p.test):
-        raise ValueError(f"partition has {len(p.train)} train but {len(p.test)} test clients")
+    if len(p.train) != len(p.test) or len(p.val) not in (0, len(p.train)):
+        raise ValueError(
+            f"partition has {len(p.train)} train, {len(p.test)} test, {len(p.val)} val clients"
+        )
     train, train_off = _pack(p.train)
     test, test_off = _pack(p.test)
+    # Written only when there is one, so partitions without validation keep their bytes.
+    val = dict(zip(("val", "val_offsets"), _pack(p.val))) if p.val else {}
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.savez(
             f,
@@ -243,6 +249,7 @@ def save_partition(path: str | os.PathLike, p: Partition) -> None:
             test_offsets=test_off,
             meta=np.array(json.dumps(p.meta, sort_keys=True)),
             **({} if p.labels is None else {"labels": np.asarray(p.labels, dtype=np.int64)}),
+            **val,
         )
 
 
@@ -258,14 +265,15 @@ def load_partition(path: str | os.PathLike) -> Partition:
         test = _unpack(a["test"], a["test_offsets"])
         meta = json.loads(str(a["meta"]))
         labels = a.get("labels")
+        val = _unpack(a["val"], a["val_offsets"]) if "val" in a else []
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise ValueError(
             f"partition file {path} is corrupt or not a fedbench partition "
             f"({type(err).__name__}: {err}); delete it and partition again"
         ) from None
-    if len(train) != len(test):
-        raise ValueError(f"partition file {path}: train and test client counts differ")
-    return Partition(train, test, meta, labels)
+    if len(train) != len(test) or len(val) not in (0, len(train)):
+        raise ValueError(f"partition file {path}: train, test and val client counts differ")
+    return Partition(train, test, meta, labels, val)
 
 
 @dataclass(frozen=True)
@@ -320,20 +328,15 @@ PARTITIONERS: dict[str, Partitioner] = {
     ),
     "natural": Partitioner(_build_natural, (), {"num_clients": None}),
 }
-COMMON_KEYS = {"test_fraction": 0.0, "label_noise": None}  # every kind
+# Every kind. val_fraction: share of each client's training split held out for validation
+# (choosing a personalisation setting, e.g. SuPerFed's λ, without looking at the test split).
+COMMON_KEYS = {"test_fraction": 0.0, "val_fraction": 0.0, "label_noise": None}
 NOISE_KEYS = ("kind", "eps", "variant")
 LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
 
 
-def make_partition(
-    labels: np.ndarray,
-    groups: np.ndarray | None,
-    spec: dict[str, Any],
-    rng: np.random.Generator,
-    num_classes: int | None = None,
-) -> Partition:
-    """Build the partition a catalog entry describes, split each client into train/test, and
-    apply the entry's `label_noise` ({kind: pair|symmetric, eps, variant: thesis|code}) if any."""
+def check_partition_spec(spec: dict[str, Any]) -> None:
+    """Raise ValueError naming the bad key of a partition spec (kind, keys, fractions)."""
     kind = spec.get("kind")
     if kind not in PARTITIONERS:
         raise ValueError(f"partition kind {kind!r} is unknown; valid: {sorted(PARTITIONERS)}")
@@ -345,8 +348,29 @@ def make_partition(
     missing = [k for k in p.required if k not in spec]
     if missing:
         raise ValueError(f"{kind} partition: missing key(s) {missing}; valid: {sorted(valid)}")
+    for key in ("test_fraction", "val_fraction"):
+        value = spec.get(key, COMMON_KEYS[key])
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if not (ok and 0.0 <= value < 1.0):
+            raise ValueError(f"{kind} partition: {key} must be a number in [0, 1), got {value!r}")
+
+
+def make_partition(
+    labels: np.ndarray,
+    groups: np.ndarray | None,
+    spec: dict[str, Any],
+    rng: np.random.Generator,
+    num_classes: int | None = None,
+) -> Partition:
+    """Build the partition a catalog entry describes, split each client into train/test, apply
+    the entry's `label_noise` ({kind: pair|symmetric, eps, variant: thesis|code}) if any, and
+    hold out `val_fraction` of each client's training split for validation if set."""
+    check_partition_spec(spec)
+    kind = spec["kind"]
+    p = PARTITIONERS[kind]
     params = {**p.defaults, **{k: spec[k] for k in (*p.required, *p.defaults) if k in spec}}
     test_fraction = float(spec.get("test_fraction", COMMON_KEYS["test_fraction"]))
+    val_fraction = float(spec.get("val_fraction", COMMON_KEYS["val_fraction"]))
     labels = np.asarray(labels)
     clients, info = p.build(labels, groups, rng, **params)
     train, test = split_train_test(clients, test_fraction, rng)
@@ -384,4 +408,14 @@ def make_partition(
     if noisy is not None:
         meta["label_noise"] = dict(noise)
         meta["flipped_train_labels"] = int(sum(int((noisy[t] != labels[t]).sum()) for t in train))
-    return Partition(train, test, meta, noisy)
+    val: list[np.ndarray] = []
+    if val_fraction > 0:
+        # Drawn last, so the clients, test splits and label noise equal the val_fraction=0 ones;
+        # validation labels carry the training noise, as a client's own labels would.
+        train, val = split_train_test(train, val_fraction, rng)
+        meta.update(
+            val_fraction=val_fraction,
+            train_sizes=[len(t) for t in train],
+            val_sizes=[len(v) for v in val],
+        )
+    return Partition(train, test, meta, noisy, val)

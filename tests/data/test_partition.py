@@ -237,3 +237,37 @@ def test_label_noise_only_on_training_labels_and_round_trips(tmp_path):
         make_partition(
             labels, None, {**spec, "label_noise": {"eps": 0.1}}, np.random.default_rng(0)
         )
+
+
+def test_validation_split_is_held_out_of_training_and_seeded(tmp_path):
+    labels = np.repeat(np.arange(10), 60)
+    base = {"kind": "dirichlet", "num_clients": 8, "alpha": 0.5, "test_fraction": 0.2}
+    noise = {"label_noise": {"kind": "symmetric", "eps": 0.3}}
+    off = make_partition(labels, None, {**base, **noise}, rng(3), num_classes=10)
+    on = make_partition(labels, None, {**base, **noise, "val_fraction": 0.25}, rng(3), 10)
+    assert off.val == [] and "val_fraction" not in off.meta  # off by default: nothing added
+    assert len(on.val) == 8 and on.meta["val_sizes"] == [len(v) for v in on.val]
+    assert same(on.test, off.test) and np.array_equal(on.labels, off.labels)  # drawn last
+    for tr_off, tr, va, te in zip(off.train, on.train, on.val, on.test, strict=True):
+        assert len(va) == int(0.25 * len(tr_off)) and len(va) > 0
+        assert same([np.union1d(tr, va)], [tr_off])  # carved from the training split only
+        assert not set(va) & set(tr) and not set(va) & set(te)
+    assert on.meta["train_sizes"] == [len(t) for t in on.train]
+    again = make_partition(labels, None, {**base, **noise, "val_fraction": 0.25}, rng(3), 10)
+    other = make_partition(labels, None, {**base, **noise, "val_fraction": 0.25}, rng(4), 10)
+    assert same(on.val, again.val) and same(on.train, again.train)
+    assert not same(on.val, other.val)
+    save_partition(tmp_path / "v.npz", on)
+    back = load_partition(tmp_path / "v.npz")
+    assert same(back.val, on.val) and same(back.train, on.train) and back.meta == on.meta
+    save_partition(tmp_path / "o.npz", off)
+    assert load_partition(tmp_path / "o.npz").val == []
+    with np.load(tmp_path / "o.npz") as z:
+        assert "val" not in z.files
+
+
+@pytest.mark.parametrize("value", [1.0, -0.1, "0.1", True])
+def test_bad_val_fraction_names_the_key(value):
+    spec = {"kind": "iid", "num_clients": 3, "val_fraction": value}
+    with pytest.raises(ValueError, match="val_fraction"):
+        make_partition(labels_of(100), None, spec, rng())
