@@ -73,6 +73,9 @@ class Algorithm:
     # Derived protocols: name -> (candidate protocols, metric); per client, the candidate with the
     # highest metric on the client's test split (SuPerFed's "best averaged" λ; optimistic).
     selections: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
+    # Same, but chosen on the client's validation split (partition val_fraction > 0; not
+    # recorded without one) and reported on its test split: an honest counterpart.
+    val_selections: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
 
     def local_epochs(self, epochs: int) -> int:
         """Local epochs per round given the configured E (Ditto, FedRep add their own τ)."""

@@ -70,6 +70,7 @@ class SuPerFed(Algorithm):
 
     personal_protocols: ClassVar[tuple[str, ...]] = tuple(f"lambda{v}" for v in LAMBDA_GRID)
     selections: ClassVar[dict] = {"best_lambda": (personal_protocols, "top1")}
+    val_selections: ClassVar[dict] = {"val_lambda": (personal_protocols, "top1")}
 
     def __post_init__(self):
         checks = {

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -10,7 +10,8 @@ import torch
 
 @dataclass
 class Federation:
-    """Training pool, per-client train/test indices into it, and the optional global test set."""
+    """Training pool, per-client train/test (and optional validation) indices into it, and the
+    optional global test set."""
 
     x: torch.Tensor
     y: torch.Tensor
@@ -19,6 +20,8 @@ class Federation:
     x_test: torch.Tensor
     y_test: torch.Tensor
     num_classes: int
+    # Held out of `train` by the partition (val_fraction); empty list = no validation split.
+    val: list[torch.Tensor] = field(default_factory=list)
 
     @property
     def num_clients(self) -> int:
@@ -36,6 +39,7 @@ class Federation:
         y_test: np.ndarray,
         num_classes: int,
         device: torch.device,
+        val: list[np.ndarray] | None = None,
     ) -> Federation:
         """Move the arrays to `device` once; clients hold index tensors, never copies."""
 
@@ -50,4 +54,5 @@ class Federation:
             x_test=t(x_test, torch.float32),
             y_test=t(y_test, torch.long),
             num_classes=int(num_classes),
+            val=[t(i, torch.long) for i in val or []],
         )

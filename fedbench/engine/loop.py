@@ -53,17 +53,22 @@ def _round(v: float) -> float:
     return float(f"{v:.6g}") if math.isfinite(v) else v
 
 
-def select_per_client(results: list[dict[str, list]], metric: str) -> dict[str, list]:
-    """Per client, the candidate protocol with the highest `metric` (first on ties).
+def select_per_client(
+    results: list[dict[str, list]], metric: str, by: list[dict[str, list]] | None = None
+) -> dict[str, list]:
+    """Per client, the candidate with the highest `metric` in `by`, reported from `results`.
 
-    Chosen on the test split itself, so the result is optimistic: tables label it as such.
+    `by` defaults to `results` (chosen on the test split itself: optimistic, and tables say so);
+    given, it holds the same candidates on another split (validation). Ties go to the first
+    candidate, and so does a client absent from `by` (no validation samples).
     """
     first = results[0]
+    scores = [dict(zip(r["ids"], r[metric])) for r in (results if by is None else by)]
     out: dict[str, list] = {"ids": first["ids"], "n": first["n"], "choice": []}
     for key in CLIENT_METRICS:
         out[key] = []
-    for j in range(len(first["ids"])):
-        values = [r[metric][j] for r in results]
+    for j, cid in enumerate(first["ids"]):
+        values = [s.get(cid, -math.inf) for s in scores]
         best = max(range(len(values)), key=values.__getitem__)
         out["choice"].append(best)
         for key in CLIENT_METRICS:
@@ -74,28 +79,39 @@ def select_per_client(results: list[dict[str, list]], metric: str) -> dict[str, 
 def evaluate_round(
     algo: Algorithm, apply: Apply, fed: Federation, state: RunState, cfg: TrainConfig
 ) -> dict[str, Any]:
-    """Per-client metrics under every protocol, their distribution packs, the global test set."""
-    clients = {
-        "global": evaluate_clients_shared(
-            apply,
-            state.global_params,
-            fed.x,
-            fed.y,
-            fed.test,
-            cfg.eval_batch_size,
-            cfg.ece_batch,
-        )
-    }
-    for protocol in algo.personal_protocols:
+    """Per-client metrics under every protocol, their distribution packs, the global test set.
+
+    With a validation split, the candidates of `algo.val_selections` are also evaluated on it,
+    to choose each client's protocol there; only the chosen protocol's test metrics are recorded.
+    """
+    val_candidates = {c for cands, _ in algo.val_selections.values() for c in cands}
+    if not fed.val:
+        val_candidates = set()
+    clients, on_val = {}, {}
+
+    def evaluate(protocol: str, split: list[torch.Tensor]) -> dict[str, list]:
+        if protocol == "global":
+            return evaluate_clients_shared(
+                apply, state.global_params, fed.x, fed.y, split, cfg.eval_batch_size, cfg.ece_batch
+            )
         per_client = [
             algo.personal_params(protocol, state.global_params, state.client_states[i])
             for i in range(fed.num_clients)
         ]
-        clients[protocol] = evaluate_clients_each(
-            apply, per_client, fed.x, fed.y, fed.test, cfg.eval_batch_size, cfg.ece_batch
+        return evaluate_clients_each(
+            apply, per_client, fed.x, fed.y, split, cfg.eval_batch_size, cfg.ece_batch
         )
+
+    for protocol in ("global", *algo.personal_protocols):
+        clients[protocol] = evaluate(protocol, fed.test)
+        if protocol in val_candidates:
+            on_val[protocol] = evaluate(protocol, fed.val)
     for name, (candidates, metric) in algo.selections.items():
         clients[name] = select_per_client([clients[c] for c in candidates], metric)
+    if on_val:
+        for name, (candidates, metric) in algo.val_selections.items():
+            by = [on_val[c] for c in candidates]
+            clients[name] = select_per_client([clients[c] for c in candidates], metric, by)
     summary = {}
     for protocol, res in clients.items():
         for key in CLIENT_METRICS:

@@ -79,7 +79,15 @@ def execute_run(
     ).to(dev)
     y_train = ds.y_train if part.labels is None else part.labels  # label noise lives in the split
     fed = Federation.from_arrays(
-        ds.x_train, y_train, part.train, part.test, ds.x_test, ds.y_test, ds.num_classes, dev
+        ds.x_train,
+        y_train,
+        part.train,
+        part.test,
+        ds.x_test,
+        ds.y_test,
+        ds.num_classes,
+        dev,
+        val=part.val,
     )
     if cfg.augment is not None:  # normalise the pools once; batches are rotated/flipped later
         fed.x, fed.x_test = (

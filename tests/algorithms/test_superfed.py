@@ -8,7 +8,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
-from fedbench.algorithms.superfed import SuPerFed, module_groups, orthogonality
+from fedbench.algorithms.superfed import LAMBDA_GRID, SuPerFed, module_groups, orthogonality
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, select_per_client
 from fedbench.rng import Streams
@@ -165,6 +165,19 @@ def test_evaluation_over_the_lambda_grid_and_best_lambda(tiny):
         assert tops[best["choice"][j]] == max(tops)
     # λ = 0 is the global model on the client's split.
     assert clients["lambda0.0"]["top1"] == clients["global"]["top1"]
+
+
+def test_val_lambda_only_with_a_validation_split(tiny):
+    fed, apply, p0 = tiny
+    assert "val_lambda" not in _run(SuPerFed(start=0.0), tiny, rounds=1).records[-1]["clients"]
+    fed.train, fed.val = [t[3:] for t in fed.train], [t[:3] for t in fed.train]
+    clients = _run(SuPerFed(start=0.0), (fed, apply, p0), rounds=1).records[-1]["clients"]
+    val = clients["val_lambda"]
+    assert val["ids"] == clients["best_lambda"]["ids"] == [0, 1, 2, 3]
+    for j, choice in enumerate(val["choice"]):
+        chosen = clients[f"lambda{LAMBDA_GRID[choice]}"]
+        assert val["top1"][j] == chosen["top1"][j] and val["loss"][j] == chosen["loss"][j]
+        assert val["top1"][j] <= clients["best_lambda"]["top1"][j]  # test-chosen is the upper bound
 
 
 def test_select_per_client_by_hand():
