@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from fedbench.algorithms import ALGORITHMS
 from fedbench.config import ConfigError, data_mode, resolve_run
 from fedbench.engine.loop import CLIENT_METRICS
 from fedbench.metrics import PACK_STATS
@@ -29,6 +30,8 @@ OUTPUT_KEYS = (
     "panels",
 )
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
+# Protocols chosen per client on a validation split (the partition's val_fraction).
+VAL_PROTOCOLS = frozenset(n for cls in ALGORITHMS.values() for n in cls.val_selections)
 TABLE_EXTS = ("md", "tex", "csv")
 FIGURE_EXTS = ("png", "pdf")
 
@@ -141,6 +144,20 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
                             f"{where} cell ({row['id']}, {col['id']}): unknown {field} {name!r}; "
                             f"valid: {', '.join(sorted(catalog[field + 's']))}"
                         )
+            _check_validation(where, row, col, out, cell, catalog)
+
+
+def _check_validation(where: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
+    """A protocol chosen on a validation split needs partitions that hold one out."""
+    protocol = next((e["protocol"] for e in (row, col, out) if e.get("protocol")), None)
+    if protocol not in VAL_PROTOCOLS:
+        return
+    for name in _as_list(cell["partition"]):
+        if not catalog["partitions"][name].get("val_fraction", 0) > 0:
+            raise ConfigError(
+                f"{where} cell ({row['id']}, {col['id']}): protocol {protocol!r} chooses on a "
+                f"validation split, but partition {name!r} has no val_fraction > 0"
+            )
 
 
 def _as_list(v: Any) -> list:

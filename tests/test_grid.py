@@ -49,6 +49,10 @@ def _write(tmp_path, raw):
         (lambda g: g["tables"]["table1"]["rows"][0].update(algorithm="fedsgd"), "fedsgd"),
         (lambda g: g.update(tabels={}), "tabels"),
         (lambda g: g["tables"]["table1"].update(colour="red"), "colour"),
+        (
+            lambda g: g["tables"]["table1"].update(protocol="val_lambda"),
+            "protocol 'val_lambda' chooses on a validation split, but partition .* no val_fraction",
+        ),
     ],
 )
 def test_bad_grid_entries_are_named(tmp_path, catalog, mutate, named):

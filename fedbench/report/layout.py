@@ -24,6 +24,10 @@ QUANTITY_KEYS = ("metric", "protocol", "stat")
 # Derived protocols whose meaning every output must spell out.
 PROTOCOL_NOTES = {
     "best_lambda": "best λ per client, chosen on the client's test split (optimistic)",
+    "val_lambda": (
+        "λ per client chosen by top-1 on a validation part of the client's training data "
+        "(ties: smallest λ), its test-split metrics"
+    ),
 }
 
 

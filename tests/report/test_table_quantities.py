@@ -151,6 +151,22 @@ def test_best_lambda_protocol_label(make, tmp_path):
     assert not any("λ" in line for line in tex.splitlines() if not line.startswith("%"))
 
 
+def test_val_lambda_column_beside_best_lambda_is_labelled(make, tmp_path):
+    sup = [make(seed=0, algorithm="superfed", protocols=("global", "best_lambda", "val_lambda"))]
+    rows = [{"id": "superfed", "label": "SuPerFed-MM"}]
+    cols = [
+        {"id": "best", "label": "best λ (test)", "protocol": "best_lambda"},
+        {"id": "val", "label": "λ on validation", "protocol": "val_lambda"},
+    ]
+    s = spec({("superfed", "best"): sup, ("superfed", "val"): sup}, rows, cols)
+    df = build_table(s, None)
+    assert cell(df, "superfed", "val").ours_mean == pytest.approx(68.0 + 10)  # conftest: +0.1
+    label = cell(df, "superfed", "val").eval_protocol
+    assert "λ per client chosen by top-1 on a validation part of the client's training" in label
+    md = texts(write_table(df, s, tmp_path / "t"))[0]
+    assert "protocol best_lambda: " in md and "protocol val_lambda: λ per client chosen" in md
+
+
 def test_spread_by_hand_two_seeds(make, tmp_path):
     """ours = mean over seeds (mean over seeds of each run's across-client std) ± std over seeds."""
     wide = (-0.1, 0.0, 0.1)
