@@ -188,8 +188,12 @@ def make_figure(spec: FigureSpec) -> Figure:
 
 def learning_curves(spec: FigureSpec, out_prefix: str | Path) -> list[Path]:
     """Write out_prefix.png and .pdf atomically (any kind: rounds or λ); return their paths."""
+    return save_figure(make_figure(spec), out_prefix)
+
+
+def save_figure(fig: Figure, out_prefix: str | Path) -> list[Path]:
+    """Write a figure as out_prefix.png and .pdf atomically, without timestamps; return paths."""
     out_prefix = Path(out_prefix)
-    fig = make_figure(spec)
     paths = []
     for fmt, meta in (("png", {"Software": None}), ("pdf", {"CreationDate": None})):
         path = out_prefix.with_name(f"{out_prefix.name}.{fmt}")
