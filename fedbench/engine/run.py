@@ -20,7 +20,7 @@ from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.vectorised import resolve_executor
-from fedbench.io import write_jsonl, write_yaml
+from fedbench.io import atomic_path, write_jsonl, write_yaml
 from fedbench.models import build_model
 from fedbench.rng import Streams
 
@@ -61,8 +61,12 @@ def execute_run(
     run_yaml_path: str | Path,
     threads: int = 1,
     device: str = "auto",
+    params_path: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train one run; write its metrics and run.yaml atomically; return the run.yaml content."""
+    """Train one run; write its metrics and run.yaml atomically; return the run.yaml content.
+
+    With `params_path`, the final global parameters are also saved there (torch.save, CPU).
+    """
     torch.set_num_threads(threads)
     dev = pick_device(device)
     ds = load_dataset(dataset_path)
@@ -130,6 +134,9 @@ def execute_run(
         algo, make_apply(model), fed, cfg, streams, params_of(model), progress, executor, fresh_init
     )
     write_jsonl(metrics_path, state.records)
+    if params_path is not None:
+        with atomic_path(params_path, suffix=".pt") as tmp:
+            torch.save({k: v.detach().cpu() for k, v in state.global_params.items()}, tmp)
     info = {
         "run": {
             k: spec[k]["name"] if isinstance(spec[k], dict) else spec[k]

@@ -68,3 +68,38 @@ def test_vectorised_run_matches_sequential_to_4_decimals(prepared):
         for metric, pack in rs["summary"]["global"].items():
             for stat, value in pack.items():
                 assert rv["summary"]["global"][metric][stat] == pytest.approx(value, abs=1e-4)
+
+
+def test_params_pt_leaves_metrics_unchanged_and_feeds_the_landscape(prepared):
+    import json
+
+    import torch
+
+    from fedbench.report.landscape import LandscapeSettings, compute_run_landscape, load_landscape
+
+    root, catalog = prepared
+    out = root / "params"
+    data, part = out / "data.npz", out / "part.npz"
+    ds = prepare_dataset(
+        "mnist", {"n_train": 120, "n_test": 40}, None, "standin", Streams(0).generator("standin")
+    )
+    save_dataset(ds, data)
+    spec_part = {"kind": "iid", "num_clients": 4, "test_fraction": 0.25}
+    save_partition(
+        part, make_partition(ds.y_train, None, spec_part, Streams(0).generator("partition"))
+    )
+    spec = resolve_run(catalog, "smoke", "mnist", "iid-k100", "linear", "fedavg", 0)
+    spec["training"].update(rounds=2, eval_every=1, clients_per_round=2)
+    execute_run(spec, data, part, out / "plain.jsonl", out / "plain.yaml")
+    execute_run(spec, data, part, out / "m.jsonl", out / "run.yaml", params_path=out / "p.pt")
+    assert (out / "m.jsonl").read_bytes() == (out / "plain.jsonl").read_bytes()
+    params = torch.load(out / "p.pt", weights_only=True)
+    assert params and all(v.device.type == "cpu" for v in params.values())
+    settings = LandscapeSettings(span=0.5, points=3)
+    compute_run_landscape(out / "run.yaml", out / "p.pt", data, out / "l.npz", settings)
+    land = load_landscape(out / "l.npz")
+    final = json.loads((out / "m.jsonl").read_text().splitlines()[-1])
+    assert land["loss"].shape == (3, 3) and land["status"] == "ok" and land["standin"] is True
+    # the grid's centre is the run's own final global-test loss (recorded to 6 digits)
+    assert land["loss"][1, 1] == pytest.approx(final["global_test"]["loss"], rel=1e-5)
+    assert land["n_test"] == land["n_test_total"] == 40

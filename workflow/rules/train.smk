@@ -1,6 +1,8 @@
 RUN = "{dataset}/{partition}/{model}/{algorithm}/seed{seed}"
 
 
+# params.pt (the final global parameters) is temp: kept only while a landscape job needs it, so a
+# paper-scale grid does not store ~3.6 GB of checkpoints that no output reads.
 rule train:
     input:
         data="results/{scale}/data/{dataset}.npz",
@@ -8,6 +10,7 @@ rule train:
     output:
         metrics=f"results/{{scale}}/runs/{RUN}/metrics.jsonl",
         run=f"results/{{scale}}/runs/{RUN}/run.yaml",
+        params=temp(f"results/{{scale}}/runs/{RUN}/params.pt"),
     log:
         f"logs/{{scale}}/train/{RUN}.log",
     benchmark:

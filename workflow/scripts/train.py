@@ -1,4 +1,4 @@
-"""Snakemake adapter: train one run and write metrics.jsonl + run.yaml."""
+"""Snakemake adapter: train one run and write metrics.jsonl, run.yaml and params.pt."""
 
 import logging
 
@@ -16,4 +16,5 @@ execute_run(
     sm.output.run,
     threads=sm.threads,
     device=sm.params.device,
+    params_path=sm.output.get("params"),  # absent in a workflow parsed before it existed
 )
