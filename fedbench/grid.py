@@ -28,12 +28,16 @@ OUTPUT_KEYS = (
     "spread",
     "kind",
     "panels",
+    "landscape",
 )
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 # Protocols chosen per client on a validation split (the partition's val_fraction).
 VAL_PROTOCOLS = frozenset(n for cls in ALGORITHMS.values() for n in cls.val_selections)
 TABLE_EXTS = ("md", "tex", "csv")
 FIGURE_EXTS = ("png", "pdf")
+FIGURE_KINDS = ("rounds", "lambda", "landscape")
+# A landscape is always the mean cross-entropy on the global test set, of one run per cell.
+LANDSCAPE_KEYS = ("caption", "kind", "rows", "columns", "seeds", "landscape")
 
 
 @dataclass(frozen=True)
@@ -103,7 +107,14 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
     unknown = sorted(set(out) - set(OUTPUT_KEYS))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {list(OUTPUT_KEYS)}")
-    for key in ("metric", "protocol", "stat", "rows", "columns"):
+    landscape = kind == "figures" and out.get("kind") == "landscape"
+    if landscape:
+        _validate_landscape(where, out, catalog)
+    elif "landscape" in out:
+        raise ConfigError(f"{where}.landscape: only figures of kind 'landscape' take it")
+    for key in (
+        ("rows", "columns") if landscape else ("metric", "protocol", "stat", "rows", "columns")
+    ):
         if key not in out:
             raise ConfigError(f"{where}: missing key {key!r}")
     if kind == "figures" and "spread" in out:
@@ -114,8 +125,8 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
         raise ConfigError(f"{where}.panels: only figures have panels")
     if out.get("panels", "columns") not in ("columns", "cells"):
         raise ConfigError(f"{where}.panels: {out['panels']!r} is not one of ['columns', 'cells']")
-    if out.get("kind", "rounds") not in ("rounds", "lambda"):
-        raise ConfigError(f"{where}.kind: {out['kind']!r} is not one of ['rounds', 'lambda']")
+    if out.get("kind", "rounds") not in FIGURE_KINDS:
+        raise ConfigError(f"{where}.kind: {out['kind']!r} is not one of {list(FIGURE_KINDS)}")
     if out.get("spread") is not None and out["spread"] not in PACK_STATS:
         raise ConfigError(f"{where}.spread: {out['spread']!r} is not one of {list(PACK_STATS)}")
     for entry in (out, *out["rows"], *out["columns"]):
@@ -158,6 +169,33 @@ def _check_validation(where: str, row: dict, col: dict, out: dict, cell: dict, c
                 f"{where} cell ({row['id']}, {col['id']}): protocol {protocol!r} chooses on a "
                 f"validation split, but partition {name!r} has no val_fraction > 0"
             )
+
+
+def _validate_landscape(where: str, out: dict, catalog: dict) -> None:
+    """A kind='landscape' figure: its keys, one seed, and settings valid at every scale."""
+    from fedbench.report.landscape import LandscapeError, LandscapeSettings
+
+    unknown = sorted(set(out) - set(LANDSCAPE_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"{where}: key(s) {unknown} do not apply to a landscape (always the mean "
+            f"cross-entropy on the global test set); valid: {list(LANDSCAPE_KEYS)}"
+        )
+    if not isinstance(out.get("seeds"), list) or len(out["seeds"]) != 1:
+        raise ConfigError(f"{where}.seeds: a landscape is of one run per cell: give one seed")
+    if not isinstance(out.get("landscape", {}), dict):
+        raise ConfigError(f"{where}.landscape: expected a mapping, got {out['landscape']!r}")
+    scales = (out.get("landscape") or {}).get("scales") or {}
+    bad = sorted(set(scales) - set(catalog["scales"])) if isinstance(scales, dict) else []
+    if bad:
+        raise ConfigError(
+            f"{where}.landscape.scales: unknown scale(s) {bad}; valid: {sorted(catalog['scales'])}"
+        )
+    for scale in catalog["scales"]:
+        try:
+            LandscapeSettings.for_scale(out.get("landscape"), scale)
+        except (LandscapeError, TypeError) as err:
+            raise ConfigError(f"{where}.landscape (scale {scale}): {err}") from None
 
 
 def _as_list(v: Any) -> list:
@@ -312,8 +350,52 @@ def figure_spec(grid: Grid, name: str, catalog: dict, scale: str):
     from fedbench.report import FigureSpec
 
     out = grid.outputs("figures")[name]
+    if out.get("kind") == "landscape":
+        raise ConfigError(f"{grid.name}.{name}: a figure of kind landscape (see landscape_spec)")
     return FigureSpec(
         **_spec_fields(grid, "figures", name, catalog, scale),
         kind=out.get("kind", "rounds"),
         panels=out.get("panels", "columns"),
+    )
+
+
+def landscape_file(scale: str, paper: str, figure: str, key: RunKey, root: str = "results") -> str:
+    """results/{scale}/landscapes/{paper}/{figure}/{dataset}/{partition}/{model}/{algorithm}/
+    seed{seed}.npz: a run's landscape, under the figure whose settings computed it."""
+    return (
+        f"{root}/{scale}/landscapes/{paper}/{figure}/{key.dataset}/{key.partition}/{key.model}/"
+        f"{key.algorithm}/seed{key.seed}.npz"
+    )
+
+
+def landscape_panels(grid: Grid, name: str, catalog: dict, scale: str) -> list[tuple[str, RunKey]]:
+    """(panel label, run) per cell of a landscape figure, column by column, rows in order."""
+    out = grid.outputs("figures")[name]
+    runs = cells(grid, "figures", name, catalog, scale)
+    cols = column_labels(grid, "figures", name, catalog, scale)
+    panels = []
+    for col in cols:
+        for row in out["rows"]:
+            label = str(row.get("label", row["id"]))
+            if len(cols) > 1:
+                label += f", {col['label']}"
+            panels.append((label, runs[(row["id"], col["id"])][0]))
+    return panels
+
+
+def landscape_spec(grid: Grid, name: str, catalog: dict, scale: str):
+    """The report's LandscapeFigureSpec of one grid figure of kind 'landscape'."""
+    from fedbench.report.landscape import LandscapeFigureSpec, LandscapeSettings
+
+    out = grid.outputs("figures")[name]
+    return LandscapeFigureSpec(
+        paper=grid.name,
+        name=name,
+        caption=out.get("caption", ""),
+        scale=scale,
+        panels=[
+            (label, Path(landscape_file(scale, grid.name, name, key)))
+            for label, key in landscape_panels(grid, name, catalog, scale)
+        ],
+        settings=LandscapeSettings.for_scale(out.get("landscape"), scale),
     )

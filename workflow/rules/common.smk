@@ -12,7 +12,16 @@ from fedbench.config import (
     validate_catalog,
 )
 from fedbench.data import SOURCES
-from fedbench.grid import cells, load_grids, output_files, resolve_scale, validate_runs
+from fedbench.grid import (
+    cells,
+    landscape_file,
+    landscape_panels,
+    load_grids,
+    output_files,
+    resolve_scale,
+    validate_runs,
+)
+from fedbench.report.landscape import LandscapeSettings
 
 extend_catalog(config, catalog_files("config"))
 validate_catalog(config)
@@ -83,3 +92,30 @@ def output_runs(kind):
         ]
 
     return inputs
+
+
+def _landscape_figure(wildcards):
+    """The grid entry of a figure of kind 'landscape' (None for any other figure)."""
+    out = GRIDS[wildcards.paper].outputs("figures").get(wildcards.figure) or {}
+    return out if out.get("kind") == "landscape" else None
+
+
+def landscape_inputs(wildcards):
+    """Input function of a figure: each panel's landscape file (none unless kind landscape)."""
+    if _landscape_figure(wildcards) is None:
+        return []
+    grid, scale = GRIDS[wildcards.paper], wildcards.scale
+    panels = landscape_panels(grid, wildcards.figure, config, scale)
+    return [landscape_file(scale, grid.name, wildcards.figure, k) for _, k in panels]
+
+
+def landscape_settings(wildcards):
+    """The landscape rule's computing settings (span, points, batch_size) at this scale."""
+    out = _landscape_figure(wildcards)
+    if out is None:
+        raise ValueError(
+            f"{wildcards.paper}: {wildcards.figure} is not a figure of kind landscape"
+        )
+    return LandscapeSettings.for_scale(
+        out.get("landscape"), wildcards.scale
+    ).compute_fields()

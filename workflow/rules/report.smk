@@ -34,6 +34,7 @@ rule table:
 rule figure:
     input:
         output_runs("figures"),
+        landscapes=landscape_inputs,
     output:
         png=report(
             f"{PAPER_OUT}/{{figure}}.png",
@@ -58,6 +59,34 @@ rule figure:
         grid=lambda w: GRIDS[w.paper],
     script:
         "../scripts/figure.py"
+
+
+# A loss landscape of one run's final global model, with the settings of the figure that shows it.
+rule landscape:
+    input:
+        data="results/{scale}/data/{dataset}.npz",
+        run=f"results/{{scale}}/runs/{RUN}/run.yaml",
+        params=f"results/{{scale}}/runs/{RUN}/params.pt",
+    output:
+        f"results/{{scale}}/landscapes/{{paper}}/{{figure}}/{RUN}.npz",
+    log:
+        f"logs/{{scale}}/landscape/{{paper}}/{{figure}}/{RUN}.log",
+    benchmark:
+        f"benchmarks/{{scale}}/landscape/{{paper}}/{{figure}}/{RUN}.tsv"
+    wildcard_constraints:
+        figure=r"figure[0-9_]+",
+    conda:
+        "../envs/fedbench.yaml"
+    threads: config["threads"]
+    resources:
+        mem_mb=4000,
+        runtime=120,
+        gpu=config["gpus_per_run"],
+    params:
+        settings=landscape_settings,
+        device=config["device"],
+    script:
+        "../scripts/landscape.py"
 
 
 # One target rule per grid, named after it: `snakemake --cores N quick`, `... superfed`.

@@ -1,10 +1,15 @@
-"""Snakemake adapter: one paper figure as .png and .pdf."""
+"""Snakemake adapter: one paper figure as .png and .pdf (learning/λ curves or loss landscapes)."""
 
 from pathlib import Path
 
-from fedbench.grid import figure_spec
+from fedbench.grid import figure_spec, landscape_spec
 from fedbench.report import learning_curves
+from fedbench.report.landscape import write_landscape_figure
 
 sm = snakemake  # noqa: F821
-spec = figure_spec(sm.params.grid, sm.wildcards.figure, sm.config, sm.wildcards.scale)
-learning_curves(spec, Path(sm.output.png).with_suffix(""))
+grid, name, scale = sm.params.grid, sm.wildcards.figure, sm.wildcards.scale
+out = Path(sm.output.png).with_suffix("")
+if grid.outputs("figures")[name].get("kind") == "landscape":
+    write_landscape_figure(landscape_spec(grid, name, sm.config, scale), out)
+else:
+    learning_curves(figure_spec(grid, name, sm.config, scale), out)
