@@ -2,7 +2,7 @@
 
 This checks the TRANSCRIPTION of Tables 2.3-2.7 of S.-J. Hahn's thesis (Chapter II), not our code:
 ids and counts, a re-read of the thesis text file (seed 000) where it is available, and a few values
-copied by hand from the spec (/work/shared/specs/superfed.md §6) with their line there.
+copied by hand from the workspace spec (shared/specs/superfed.md §6) with their line there.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def test_ece_and_mce_are_fractions(pv):
             assert 0.0 <= v.value <= 1.0, (r, c, v.value)
 
 
-# --- hand-copied from the spec (/work/shared/specs/superfed.md §6), with the spec line ------------
+# --- hand-copied from the workspace spec (shared/specs/superfed.md §6), with the spec line --------
 
 SPEC_VALUES = [
     # (table, row, column, value, std, spec line)
