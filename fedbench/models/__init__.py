@@ -6,6 +6,7 @@ import torch
 from torch import nn
 
 from fedbench.models.groups import mixing_groups
+from fedbench.models.pfedbred import CifarNet, PFedBreDDNN, Sent140LSTM
 from fedbench.models.simple import MLP, Linear, TwoCNN, TwoNN
 from fedbench.models.superfed import (
     VGG9,
@@ -27,6 +28,9 @@ MODELS: dict[str, type[nn.Module]] = {
     "mobilenet": MobileNet,
     "vgg9": VGG9,
     "nextchar_lstm": NextCharLSTM,
+    "pfedbred_dnn": PFedBreDDNN,
+    "pfedbred_cnn": CifarNet,
+    "pfedbred_lstm": Sent140LSTM,
 }
 
 

@@ -16,7 +16,12 @@ def test_fedavg_2nn_and_cnn_sizes():
     assert _count(build_model("twocnn", (1, 28, 28), 10, init_seed=0)) == cnn
 
 
-SHAPES = {"twocnn": (3, 32, 32), "mobilenet": (3, 64, 64), "nextchar_lstm": (80,)}
+SHAPES = {
+    "twocnn": (3, 32, 32),
+    "mobilenet": (3, 64, 64),
+    "nextchar_lstm": (80,),
+    "pfedbred_lstm": (25, 50),  # GloVe-embedded tokens
+}
 
 
 @pytest.mark.parametrize("arch", sorted(MODELS))
