@@ -163,7 +163,14 @@ def test_make_partition_rejects_bad_specs(spec, needle):
 
 
 def test_registry_kinds():
-    assert sorted(PARTITIONERS) == ["dirichlet", "dirichlet_capped", "iid", "natural", "shards"]
+    assert sorted(PARTITIONERS) == [
+        "dirichlet",
+        "dirichlet_capped",
+        "iid",
+        "label_powerlaw",
+        "natural",
+        "shards",
+    ]
 
 
 def test_partition_round_trip(tmp_path):
