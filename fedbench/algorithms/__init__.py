@@ -8,8 +8,10 @@ from typing import Any
 from fedbench.algorithms.apfl import APFL
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
 from fedbench.algorithms.ditto import Ditto
+from fedbench.algorithms.fedamp import FedAMP
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.partial import FedPer, FedRep, LGFedAvg
+from fedbench.algorithms.perfedavg import PerFedAvg
 from fedbench.algorithms.pfedme import PFedMe
 from fedbench.algorithms.scaffold import Scaffold
 from fedbench.algorithms.superfed import SuPerFed
@@ -25,6 +27,8 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "apfl": APFL,
     "ditto": Ditto,
     "pfedme": PFedMe,
+    "perfedavg": PerFedAvg,
+    "fedamp": FedAMP,
 }
 
 

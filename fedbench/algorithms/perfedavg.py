@@ -1,0 +1,97 @@
+"""Per-FedAvg (Fallah, Mokhtari & Ozdaglar, NeurIPS 2020): FedAvg on the MAML objective."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch.func import grad
+
+from fedbench.algorithms.base import Algorithm, Batch, ServerContext, State
+from fedbench.engine.functional import Apply, Params, weighted_mean
+
+
+def halves(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """0/1 weights of the batch's two halves D (first ceil(n/2) real samples) and D' (the rest).
+
+    Works on padded batches (vmap) as on short ones: padding sits at the end, so both executors
+    split the same real samples. A one-sample batch uses that sample for both steps.
+    """
+    size = batch.y.shape[0]
+    real = torch.ones(size) if batch.mask is None else batch.mask.to(torch.float32)
+    real = real.to(batch.y.device)
+    n = real.sum()
+    pos = torch.arange(size, device=batch.y.device)
+    first = (pos < torch.div(n + 1, 2, rounding_mode="floor")).float() * real
+    second = real - first
+    second = torch.where(second.sum() > 0, second, first)
+    return first, second
+
+
+def weighted_loss(apply: Apply, params: Params, batch: Batch, weights: torch.Tensor):
+    """Mean cross-entropy over the samples with weight 1."""
+    per = F.cross_entropy(apply(params, batch.x), batch.y, reduction="none")
+    return (per * weights).sum() / weights.sum().clamp(min=1)
+
+
+@dataclass(frozen=True)
+class PerFedAvg(Algorithm):
+    """Per-FedAvg, first-order (Fallah et al. 2020, Alg. 1 with the FO-MAML gradient, §5;
+    objective F_i(w) = f_i(w - α∇f_i(w)), eq. 3), as pFedBreD's release trains it (spec
+    pfedbred.md §2): per local iteration w' = w - α∇f(w; D), then w ← w - β∇f(w'; D').
+
+    The engine makes one SGD step per batch, so each engine batch holds both of the method's
+    batches: D = its first half, D' = the second (a batch of 2b samples = the release's two
+    consecutive batches of b, drawn from one shuffled pass). `local_loss` takes the adaptation
+    step itself and returns f(w'; D') with ∇f(w; D) held constant, so its gradient is the FO
+    meta-gradient ∇f(w'; D'), and the engine's step with the run's lr is the meta-step β.
+    pFedBreD: batch_size = 2 × 20, lr = β = 0.01, alpha = 0.01 (spec §2, §5), plain SGD.
+    `server_beta` is the "+AM" trick (spec §1.10: w ← (1-β)w_prev + β·avg, β = 2).
+
+    Evaluation "P" (spec §9.10) = the global model after `eval_steps` SGD steps of `eval_lr` on
+    the client's training batches (`personalise`); "+FT" = one step more (eval_steps = 3). The
+    engine's `personal_params` sees neither the model's apply nor the client's data, so the
+    protocol is not declared until it does: runs report the global protocol only.
+    """
+
+    name: ClassVar[str] = "perfedavg"
+    alpha: float = 0.01
+    server_beta: float = 1.0
+    eval_steps: int = 2
+    eval_lr: float = 0.01
+
+    def __post_init__(self):
+        checks = {
+            "alpha": self.alpha >= 0,
+            "server_beta": self.server_beta > 0,
+            "eval_steps": isinstance(self.eval_steps, int) and self.eval_steps >= 0,
+            "eval_lr": self.eval_lr > 0,
+        }
+        for key, ok in checks.items():
+            if not ok:
+                raise ValueError(f"perfedavg: bad {key} = {getattr(self, key)!r}")
+
+    def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
+        first, second = halves(batch)
+        point = {k: v.detach() for k, v in params.items()}
+        g = grad(lambda p: weighted_loss(apply, p, batch, first))(point)
+        # First order: the adaptation's gradient is a constant, so d/dw f(w'; D') = ∇f(w'; D').
+        adapted = {k: v - self.alpha * g[k].detach() for k, v in params.items()}
+        return weighted_loss(apply, adapted, batch, second)
+
+    def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
+        mean_delta = weighted_mean(messages["delta"], messages["weight"])
+        step = {k: v + self.server_beta * mean_delta[k] for k, v in global_params.items()}
+        return step, server_state
+
+    def personalise(self, apply: Apply, global_params: Params, batches: list[Batch]) -> Params:
+        """The personalised model: `eval_steps` SGD steps of `eval_lr` from the global model, one
+        per training batch (cycled), the global model kept unchanged."""
+        params = dict(global_params)
+        for s in range(self.eval_steps):
+            b = batches[s % len(batches)]
+            g = grad(lambda p, b=b: self.data_loss(apply, p, b))(params)
+            params = {k: v - self.eval_lr * g[k] for k, v in params.items()}
+        return params
