@@ -21,8 +21,9 @@ SAMPLES_PER_CLIENT = 50
 BATCH = 10
 EPOCHS = 1
 LR = 0.01
-# Input shapes tried in order for each registered model (the first that builds and runs wins).
-INPUTS = ((1, 28, 28), (3, 32, 32), (3, 64, 64), (80,))
+# Input shapes tried in order for each registered model (the first that builds and runs wins);
+# (25, 50): 25 GloVe-50 embedded tokens (pFedBreD Sent140 LSTM).
+INPUTS = ((1, 28, 28), (3, 32, 32), (3, 64, 64), (80,), (25, 50))
 NUM_CLASSES = 10
 
 
