@@ -12,6 +12,7 @@ from fedbench.algorithms.fedamp import FedAMP
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.partial import FedPer, FedRep, LGFedAvg
 from fedbench.algorithms.perfedavg import PerFedAvg
+from fedbench.algorithms.pfedbred import PFedBreD
 from fedbench.algorithms.pfedme import PFedMe
 from fedbench.algorithms.scaffold import Scaffold
 from fedbench.algorithms.superfed import SuPerFed
@@ -29,6 +30,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "pfedme": PFedMe,
     "perfedavg": PerFedAvg,
     "fedamp": FedAMP,
+    "pfedbred": PFedBreD,
 }
 
 
