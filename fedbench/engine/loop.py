@@ -89,23 +89,30 @@ def evaluate_round(
         val_candidates = set()
     clients, on_val = {}, {}
 
-    def evaluate(protocol: str, split: list[torch.Tensor]) -> dict[str, list]:
+    def evaluate(protocol: str, splits: list[list[torch.Tensor]]) -> list[dict[str, list]]:
         if protocol == "global":
-            return evaluate_clients_shared(
-                apply, state.global_params, fed.x, fed.y, split, cfg.eval_batch_size, cfg.ece_batch
-            )
-        per_client = [
+            return [
+                evaluate_clients_shared(
+                    apply, state.global_params, fed.x, fed.y, s, cfg.eval_batch_size, cfg.ece_batch
+                )
+                for s in splits
+            ]
+        per_client = [  # built once, evaluated on every split
             algo.personal_params(protocol, state.global_params, state.client_states[i])
             for i in range(fed.num_clients)
         ]
-        return evaluate_clients_each(
-            apply, per_client, fed.x, fed.y, split, cfg.eval_batch_size, cfg.ece_batch
-        )
+        return [
+            evaluate_clients_each(
+                apply, per_client, fed.x, fed.y, s, cfg.eval_batch_size, cfg.ece_batch
+            )
+            for s in splits
+        ]
 
     for protocol in ("global", *algo.personal_protocols):
-        clients[protocol] = evaluate(protocol, fed.test)
         if protocol in val_candidates:
-            on_val[protocol] = evaluate(protocol, fed.val)
+            clients[protocol], on_val[protocol] = evaluate(protocol, [fed.test, fed.val])
+        else:
+            (clients[protocol],) = evaluate(protocol, [fed.test])
     for name, (candidates, metric) in algo.selections.items():
         clients[name] = select_per_client([clients[c] for c in candidates], metric)
     if on_val:
