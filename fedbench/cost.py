@@ -486,7 +486,7 @@ def time_cell(
         if st.status != "ok":
             raise RuntimeError(f"timing run {st.status} at round {st.diverged_round}")
         t = time.perf_counter()
-        evaluate_round(variant, apply, fed, st, tcfg)
+        evaluate_round(variant, apply, fed, st, tcfg, streams)
         _sync(dev)
         overhead = time.perf_counter() - t
         ends = [began + init_s[0], *stamps]
@@ -557,7 +557,7 @@ def _time_eval(
         )
         _sync(dev)
         began = time.perf_counter()
-        evaluate_round(algo, apply, fed, st, cfg)
+        evaluate_round(algo, apply, fed, st, cfg, Streams(0))  # no train data: no fine-tuning
         _sync(dev)
         return time.perf_counter() - began
 

@@ -158,3 +158,18 @@ class Algorithm:
     def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
         """Parameters a client is evaluated with under a personal protocol."""
         raise KeyError(f"{self.name} has no evaluation protocol {protocol!r}")
+
+    def eval_batches(self, protocol: str) -> int:
+        """Training batches (of the run's batch size) a personal protocol fine-tunes on before
+        each evaluation; 0 = evaluated as `personal_params` gives it (Per-FedAvg's P needs some).
+
+        The engine draws them fresh at every evaluation from the client's training split, from
+        the run's `eval` stream keyed by (round, client); test data are never used."""
+        return 0
+
+    def tune_for_eval(
+        self, protocol: str, apply: Apply, params: Params, batches: list[Batch]
+    ) -> Params:
+        """The parameters evaluated under `protocol`, from `personal_params`' output and the
+        `eval_batches(protocol)` training batches; never kept for training."""
+        return params

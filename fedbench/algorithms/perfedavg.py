@@ -50,13 +50,15 @@ class PerFedAvg(Algorithm):
     pFedBreD: batch_size = 2 × 20, lr = β = 0.01, alpha = 0.01 (spec §2, §5), plain SGD.
     `server_beta` is the "+AM" trick (spec §1.10: w ← (1-β)w_prev + β·avg, β = 2).
 
-    Evaluation "P" (spec §9.10) = the global model after `eval_steps` SGD steps of `eval_lr` on
-    the client's training batches (`personalise`); "+FT" = one step more (eval_steps = 3). The
-    engine's `personal_params` sees neither the model's apply nor the client's data, so the
-    protocol is not declared until it does: runs report the global protocol only.
+    Protocol `personal` (the paper's P, spec §9.10) = the global model after `eval_steps` SGD
+    steps of `eval_lr` on the client's training data, fresh at every evaluation and never kept
+    (`personalise`): the engine hands it ceil(eval_steps / 2) training batches of the run's
+    batch size, whose halves are consumed in order (b = 20 samples a step, as in training).
+    "+FT" = one step more (eval_steps = 3). The release's one step (spec §2) is eval_steps = 1.
     """
 
     name: ClassVar[str] = "perfedavg"
+    personal_protocols: ClassVar[tuple[str, ...]] = ("personal",)
     alpha: float = 0.01
     server_beta: float = 1.0
     eval_steps: int = 2
@@ -86,12 +88,32 @@ class PerFedAvg(Algorithm):
         step = {k: v + self.server_beta * mean_delta[k] for k, v in global_params.items()}
         return step, server_state
 
+    def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
+        if protocol != "personal":
+            return super().personal_params(protocol, global_params, client_state)
+        return dict(global_params)  # adapted in tune_for_eval
+
+    def eval_batches(self, protocol: str) -> int:
+        return -(-self.eval_steps // 2) if protocol == "personal" else 0
+
+    def tune_for_eval(self, protocol, apply, params, batches):
+        if protocol != "personal":
+            return params
+        return self.personalise(apply, params, batches)
+
     def personalise(self, apply: Apply, global_params: Params, batches: list[Batch]) -> Params:
-        """The personalised model: `eval_steps` SGD steps of `eval_lr` from the global model, one
-        per training batch (cycled), the global model kept unchanged."""
+        """The personalised model: `eval_steps` SGD steps of `eval_lr` from the global model on
+        the batches' halves in order (D1, D1', D2, ...), cycled if short; input unchanged."""
+        parts = [half for b in batches for half in _split(b)]
         params = dict(global_params)
         for s in range(self.eval_steps):
-            b = batches[s % len(batches)]
-            g = grad(lambda p, b=b: self.data_loss(apply, p, b))(params)
+            b, w = parts[s % len(parts)]
+            g = grad(lambda p, b=b, w=w: weighted_loss(apply, p, b, w))(params)
             params = {k: v - self.eval_lr * g[k] for k, v in params.items()}
         return params
+
+
+def _split(batch: Batch) -> list[tuple[Batch, torch.Tensor]]:
+    """A batch with the 0/1 weights of each of its halves (D, D')."""
+    first, second = halves(batch)
+    return [(batch, first), (batch, second)]

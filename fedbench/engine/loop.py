@@ -9,7 +9,8 @@ from typing import Any
 
 import torch
 
-from fedbench.algorithms.base import Algorithm, ServerContext
+from fedbench.algorithms.base import Algorithm, Batch, ServerContext
+from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import (
     METRICS,
@@ -76,13 +77,34 @@ def select_per_client(
     return out
 
 
+# Key of the `eval` stream's fine-tuning batches (algo.eval_batches); the landscape uses 24.
+TUNE_KEY = 1
+
+
+def tuning_batches(
+    fed: Federation, streams: Streams, round_: int, client: int, count: int, batch_size: int
+) -> list[Batch]:
+    """`count` training batches of client `client` for evaluation-time fine-tuning: shuffled
+    passes over its training split from the `eval` stream keyed by (round, client)."""
+    rng = streams.generator("eval", TUNE_KEY, round_, client)
+    plan = batch_plan(fed.train[client], batch_size, rng, steps=count)
+    return [Batch(fed.x[idx], fed.y[idx]) for idx in plan]
+
+
 def evaluate_round(
-    algo: Algorithm, apply: Apply, fed: Federation, state: RunState, cfg: TrainConfig
+    algo: Algorithm,
+    apply: Apply,
+    fed: Federation,
+    state: RunState,
+    cfg: TrainConfig,
+    streams: Streams | None = None,
 ) -> dict[str, Any]:
     """Per-client metrics under every protocol, their distribution packs, the global test set.
 
     With a validation split, the candidates of `algo.val_selections` are also evaluated on it,
     to choose each client's protocol there; only the chosen protocol's test metrics are recorded.
+    A protocol with `algo.eval_batches(protocol) > 0` fine-tunes each client's parameters on
+    that many of its training batches first (drawn from `streams`, which it then needs).
     """
     val_candidates = {c for cands, _ in algo.val_selections.values() for c in cands}
     if not fed.val:
@@ -101,6 +123,21 @@ def evaluate_round(
             algo.personal_params(protocol, state.global_params, state.client_states[i])
             for i in range(fed.num_clients)
         ]
+        count = algo.eval_batches(protocol)
+        if count > 0:
+            if streams is None:
+                raise ValueError(f"{algo.name}: protocol {protocol!r} fine-tunes, needs streams")
+            per_client = [
+                algo.tune_for_eval(
+                    protocol,
+                    apply,
+                    params,
+                    tuning_batches(fed, streams, state.round, i, count, cfg.batch_size),
+                )
+                if len(fed.train[i]) > 0
+                else params
+                for i, params in enumerate(per_client)
+            ]
         return [
             evaluate_clients_each(
                 apply, per_client, fed.x, fed.y, s, cfg.eval_batch_size, cfg.ece_batch
@@ -237,7 +274,7 @@ def run_rounds(
                 "lr": _round(lr),
                 "train_loss": _round(train_loss),
             }
-            record.update(evaluate_round(algo, apply, fed, state, cfg))
+            record.update(evaluate_round(algo, apply, fed, state, cfg, streams))
             emit(record)
     state.executor_info = runner.describe()
     return state

@@ -97,15 +97,61 @@ def test_personalise_takes_eval_steps_sgd_steps_from_the_global_model():
     # Logits = the weight itself: CE gradient = softmax(w) - onehot(y), averaged over the batch.
     apply = lambda p, x: p["weight"].expand(len(x), -1)  # noqa: E731
     w0 = {"weight": torch.zeros(2)}
-    b1 = Batch(torch.zeros(1, 1), torch.tensor([0]))
-    b2 = Batch(torch.zeros(1, 1), torch.tensor([1]))
-    out = algo.personalise(apply, w0, [b1, b2])["weight"]
+    # One engine batch of two samples: step 1 uses its first half (y = 0), step 2 its second.
+    batch = Batch(torch.zeros(2, 1), torch.tensor([0, 1]))
+    out = algo.personalise(apply, w0, [batch])["weight"]
     # Step 1: softmax(0) - e0 = (-0.5, 0.5) -> w1 = (0.25, -0.25).
     # Step 2: softmax(w1) - e1 = (s, -s) with s = sigmoid(0.5) -> w2 = w1 - 0.5 (s, -s).
     s = torch.sigmoid(torch.tensor(0.5))
     torch.testing.assert_close(out, torch.stack([0.25 - 0.5 * s, -0.25 + 0.5 * s]))
     assert w0["weight"].tolist() == [0.0, 0.0]
-    assert algo.personalise(apply, w0, [b1])["weight"].tolist() != [0.0, 0.0]
+    # Three steps need two engine batches; the third step uses the second batch's first half.
+    assert algo.eval_batches("personal") == 1
+    three = build_algorithm("perfedavg", eval_steps=3, eval_lr=0.5)
+    assert three.eval_batches("personal") == 2 and three.eval_batches("global") == 0
+    out3 = three.personalise(apply, w0, [batch, Batch(torch.zeros(2, 1), torch.tensor([1, 0]))])
+    s2 = torch.softmax(out, 0)  # step 3 from w2 on y = 1
+    torch.testing.assert_close(out3["weight"], out - 0.5 * (s2 - torch.tensor([0.0, 1.0])))
+
+
+def test_personal_protocol_is_the_global_model_tuned_on_train_batches(tiny):
+    """The engine's P evaluation: personalise() on the client's own training batches, drawn
+    from the eval stream; eval_steps = 0 gives the global model's metrics back."""
+    from fedbench.engine.evaluate import evaluate_clients_each
+    from fedbench.engine.loop import tuning_batches
+
+    fed, apply, p0 = tiny
+    cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)
+    streams = Streams(3)
+    algo = build_algorithm("perfedavg", eval_steps=3, eval_lr=0.5)
+    state = run_rounds(algo, apply, fed, cfg, streams, p0)
+    rec = state.records[-1]["clients"]
+    assert set(rec) == {"global", "personal"}
+    tuned = []
+    for i in range(fed.num_clients):
+        batches = tuning_batches(fed, streams, 1, i, 2, cfg.batch_size)
+        tuned.append(algo.personalise(apply, state.global_params, batches))
+    want = evaluate_clients_each(apply, tuned, fed.x, fed.y, fed.test, cfg.eval_batch_size)
+    assert rec["personal"]["top1"] == pytest.approx(want["top1"], abs=1e-6)
+    assert rec["personal"]["loss"] == pytest.approx(want["loss"], rel=1e-5)
+    assert rec["personal"]["loss"] != pytest.approx(rec["global"]["loss"], rel=1e-3)
+    none = build_algorithm("perfedavg", eval_steps=0)
+    rec0 = run_rounds(none, apply, fed, cfg, Streams(3), p0).records[-1]["clients"]
+    assert rec0["personal"]["loss"] == rec0["global"]["loss"]
+
+
+def test_tuning_batches_come_from_the_clients_training_split(tiny):
+    from fedbench.engine.loop import tuning_batches
+
+    fed = tiny[0]
+    for i in range(fed.num_clients):
+        batches = tuning_batches(fed, Streams(0), 4, i, 3, 2)
+        train_x = {tuple(r) for r in fed.x[fed.train[i]].flatten(1).tolist()}
+        assert len(batches) == 3
+        assert all(tuple(r) in train_x for b in batches for r in b.x.flatten(1).tolist())
+    again = tuning_batches(fed, Streams(0), 4, 0, 3, 2)
+    first = tuning_batches(fed, Streams(0), 4, 0, 3, 2)
+    assert all(torch.equal(a.x, b.x) for a, b in zip(again, first))
 
 
 @pytest.mark.parametrize(
