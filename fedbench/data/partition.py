@@ -433,7 +433,9 @@ PARTITIONERS: dict[str, Partitioner] = {
 }
 # Every kind. val_fraction: share of each client's training split held out for validation
 # (choosing a personalisation setting, e.g. SuPerFed's λ, without looking at the test split).
-COMMON_KEYS = {"test_fraction": 0.0, "val_fraction": 0.0, "label_noise": None}
+# pool_fraction < 1: the clients are built on a seeded random share of the pool (small-scale
+# grids on a full dataset); drawn first, and only then, so 1.0 leaves every partition unchanged.
+COMMON_KEYS = {"test_fraction": 0.0, "val_fraction": 0.0, "label_noise": None, "pool_fraction": 1.0}
 NOISE_KEYS = ("kind", "eps", "variant")
 LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
 
@@ -456,6 +458,12 @@ def check_partition_spec(spec: dict[str, Any]) -> None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         if not (ok and 0.0 <= value < 1.0):
             raise ValueError(f"{kind} partition: {key} must be a number in [0, 1), got {value!r}")
+    value = spec.get("pool_fraction", 1.0)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not (ok and 0.0 < value <= 1.0):
+        raise ValueError(
+            f"{kind} partition: pool_fraction must be a number in (0, 1], got {value!r}"
+        )
 
 
 def make_partition(
@@ -475,7 +483,20 @@ def make_partition(
     test_fraction = float(spec.get("test_fraction", COMMON_KEYS["test_fraction"]))
     val_fraction = float(spec.get("val_fraction", COMMON_KEYS["val_fraction"]))
     labels = np.asarray(labels)
-    clients, info = p.build(labels, groups, rng, **params)
+    pool_fraction = float(spec.get("pool_fraction", 1.0))
+    pool = None
+    if pool_fraction < 1.0:
+        size = max(1, int(round(pool_fraction * len(labels))))
+        pool = np.sort(rng.choice(len(labels), size=size, replace=False))
+        sub_groups = None if groups is None else np.asarray(groups)[pool]
+        clients, info = p.build(labels[pool], sub_groups, rng, **params)
+        clients = [pool[c] for c in clients]  # back to indices into the whole pool
+        if RELABELLED in info:
+            full = labels.copy()
+            full[pool] = info[RELABELLED]
+            info[RELABELLED] = full
+    else:
+        clients, info = p.build(labels, groups, rng, **params)
     relabelled = info.pop(RELABELLED, None)  # a generator's own labels (pFedBreD's MNIST bug)
     base = labels if relabelled is None else relabelled
     train, test = split_train_test(clients, test_fraction, rng)
@@ -503,6 +524,11 @@ def make_partition(
         "params": params,
         "test_fraction": test_fraction,
         "num_samples": int(len(labels)),
+        **(
+            {"pool_fraction": pool_fraction, "pool_size": int(len(pool))}
+            if pool is not None
+            else {}
+        ),
         "num_clients": len(clients),
         "client_sizes": [len(c) for c in clients],
         "train_sizes": [len(t) for t in train],

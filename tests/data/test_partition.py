@@ -278,3 +278,52 @@ def test_bad_val_fraction_names_the_key(value):
     spec = {"kind": "iid", "num_clients": 3, "val_fraction": value}
     with pytest.raises(ValueError, match="val_fraction"):
         make_partition(labels_of(100), None, spec, rng())
+
+
+def test_pool_fraction_builds_clients_on_a_seeded_share_of_the_pool():
+    labels = np.repeat(np.arange(10), 100)
+    base = {"kind": "shards", "num_clients": 10, "shards_per_client": 2, "test_fraction": 0.2}
+    full = make_partition(labels, None, base, rng(5))
+    explicit = make_partition(labels, None, {**base, "pool_fraction": 1.0}, rng(5))
+    assert same(full.train, explicit.train) and "pool_size" not in explicit.meta
+    part = make_partition(labels, None, {**base, "pool_fraction": 0.25}, rng(5))
+    used = np.concatenate(part.train + part.test)
+    # A quarter of the pool: 20 shards of 12 samples, 10 left out (shards' remainder).
+    assert len(used) == 240 and len(np.unique(used)) == 240 and part.meta["left_out"] == 10
+    assert part.meta["pool_size"] == 250 and part.meta["num_samples"] == 1000
+    # The share is drawn first from the partition stream, then the kind runs on it as on any
+    # pool; its client indices are mapped back to positions in the whole pool.
+    r = rng(5)
+    pool = np.sort(r.choice(1000, size=250, replace=False))
+    direct = make_partition(labels[pool], None, base, r)
+    assert same(part.train, [pool[t] for t in direct.train])
+    assert same(part.test, [pool[t] for t in direct.test])
+    again = make_partition(labels, None, {**base, "pool_fraction": 0.25}, rng(5))
+    other = make_partition(labels, None, {**base, "pool_fraction": 0.25}, rng(6))
+    assert same(part.train, again.train) and not same(part.train, other.train)
+
+
+def test_pool_fraction_keeps_natural_groups_and_generator_labels():
+    groups = np.repeat(np.arange(20), 10)
+    labels = np.arange(200) % 3
+    part = make_partition(labels, groups, {"kind": "natural", "pool_fraction": 0.5}, rng(1))
+    for t in part.train:  # every client is still one writer
+        assert len(np.unique(groups[t])) == 1
+    assert sum(len(t) for t in part.train) == 100
+    mnist = np.repeat(np.arange(10), 700)
+    spec = {
+        "kind": "label_powerlaw",
+        "num_clients": 20,
+        "labels_per_client": 2,
+        "mnist_label_bug": True,
+        "pool_fraction": 0.5,
+    }
+    bugged = make_partition(mnist, None, spec, rng(2))
+    assert bugged.labels is not None and len(bugged.labels) == len(mnist)
+
+
+@pytest.mark.parametrize("value", [0.0, 1.5, "0.5", True])
+def test_bad_pool_fraction_names_the_key(value):
+    spec = {"kind": "iid", "num_clients": 3, "pool_fraction": value}
+    with pytest.raises(ValueError, match="pool_fraction"):
+        make_partition(labels_of(100), None, spec, rng())
