@@ -68,6 +68,7 @@ from fedbench.engine.vectorised import resolve_executor
 from fedbench.grid import RunKey, all_runs, load_grid
 from fedbench.io import write_text
 from fedbench.models import build_model
+from fedbench.models.superfed import choose_recurrent_impl
 from fedbench.rng import Streams
 
 # Hyperparameters that only scale a term the algorithm computes anyway: they never change the work.
@@ -447,6 +448,7 @@ def time_cell(
 
     model = model_with(streams.torch_seed("init"))
     executor, _ = resolve_executor(cfg.executor, model)
+    choose_recurrent_impl(model, executor)  # as the training run will
     apply = make_apply(model)
     init = params_of(model)
     init_s = [0.0]

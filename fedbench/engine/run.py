@@ -22,6 +22,7 @@ from fedbench.engine.loop import run_rounds
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.io import atomic_path, write_jsonl, write_yaml
 from fedbench.models import build_model
+from fedbench.models.superfed import choose_recurrent_impl
 from fedbench.rng import Streams
 
 log = logging.getLogger("fedbench.run")
@@ -99,6 +100,7 @@ def execute_run(
             cfg.augment.normalise_pool(fed.x_test),
         )
     executor, why = resolve_executor(cfg.executor, model)
+    lstm_impl = choose_recurrent_impl(model, executor)
     log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)
     started = time.perf_counter()
 
@@ -158,6 +160,7 @@ def execute_run(
         "device": str(dev),
         "executor": executor,
         "executor_reason": why,
+        **({"lstm_impl": lstm_impl} if lstm_impl is not None else {}),
         **state.executor_info,
         "threads": threads,
     }

@@ -167,3 +167,17 @@ def test_unknown_param_error_names_arch(arch):
 def test_bad_input_shape_is_named(arch, shape):
     with pytest.raises(ValueError, match=arch):
         build_model(arch, shape, 10, init_seed=0)
+
+
+def test_auto_lstm_impl_follows_the_executor():
+    from fedbench.models.superfed import choose_recurrent_impl
+
+    for executor, want in (("sequential", "native"), ("vectorised", "unrolled")):
+        m = build_model("nextchar_lstm", (6,), 12, init_seed=0, vocab_size=12, hidden=16)
+        assert m.lstm_impl == "auto"
+        assert choose_recurrent_impl(m, executor) == want and m.lstm_impl == want
+    fixed = build_model("nextchar_lstm", (6,), 12, init_seed=0, vocab_size=12, lstm_impl="unrolled")
+    assert choose_recurrent_impl(fixed, "sequential") == "unrolled"  # an explicit choice stays
+    assert choose_recurrent_impl(build_model("twonn", (1, 28, 28), 10, init_seed=0), "x") is None
+    with pytest.raises(ValueError, match="lstm_impl"):
+        build_model("nextchar_lstm", (6,), 12, init_seed=0, lstm_impl="fused")
