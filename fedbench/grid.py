@@ -26,6 +26,8 @@ OUTPUT_KEYS = (
     "seeds",
     "decimals",
     "spread",
+    "seed_spread",
+    "summaries",
     "kind",
     "panels",
     "landscape",
@@ -117,8 +119,12 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
     ):
         if key not in out:
             raise ConfigError(f"{where}: missing key {key!r}")
-    if kind == "figures" and "spread" in out:
-        raise ConfigError(f"{where}.spread: only tables take a spread")
+    for key in ("spread", "seed_spread", "summaries"):
+        if kind == "figures" and key in out:
+            raise ConfigError(f"{where}.{key}: only tables take it")
+    if out.get("seed_spread", "std") not in ("std", "maxdev"):
+        raise ConfigError(f"{where}.seed_spread: {out['seed_spread']!r} is not 'std' or 'maxdev'")
+    _check_summaries(where, out)
     if kind == "tables" and "kind" in out:
         raise ConfigError(f"{where}.kind: only figures have a kind")
     if kind == "tables" and "panels" in out:
@@ -156,6 +162,28 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
                             f"valid: {', '.join(sorted(catalog[field + 's']))}"
                         )
             _check_validation(where, row, col, out, cell, catalog)
+
+
+def _check_summaries(where: str, out: dict) -> None:
+    """Summary columns: a list of {id, label, stat: mean|std, columns: [column ids]}."""
+    summaries = out.get("summaries", [])
+    if not isinstance(summaries, list):
+        raise ConfigError(f"{where}.summaries: must be a list")
+    col_ids = [c.get("id") for c in out.get("columns", [])]
+    for summ in summaries:
+        if not isinstance(summ, dict) or summ.get("id") is None:
+            raise ConfigError(f"{where}.summaries: every entry needs an 'id', got {summ!r}")
+        place = f"{where}.summaries entry {summ['id']!r}"
+        unknown = sorted(set(summ) - {"id", "label", "stat", "columns"})
+        if unknown:
+            raise ConfigError(f"{place}: unknown key(s) {unknown}; valid: id, label, stat, columns")
+        if summ["id"] in col_ids:
+            raise ConfigError(f"{place}: the id is already a column's")
+        if summ.get("stat") not in ("mean", "std"):
+            raise ConfigError(f"{place}.stat: must be 'mean' or 'std', got {summ.get('stat')!r}")
+        bad = [c for c in summ.get("columns", col_ids) if c not in col_ids]
+        if bad:
+            raise ConfigError(f"{place}.columns: unknown column(s) {bad}; valid: {col_ids}")
 
 
 def _check_validation(where: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
@@ -342,6 +370,8 @@ def table_spec(grid: Grid, name: str, catalog: dict, scale: str):
         round=out.get("round", "final"),
         decimals=out.get("decimals", 2),
         spread=out.get("spread"),
+        seed_spread=out.get("seed_spread", "std"),
+        summaries=[dict(x) for x in out.get("summaries", [])],
     )
 
 

@@ -49,6 +49,22 @@ def _write(tmp_path, raw):
         (lambda g: g["tables"]["table1"]["rows"][0].update(algorithm="fedsgd"), "fedsgd"),
         (lambda g: g.update(tabels={}), "tabels"),
         (lambda g: g["tables"]["table1"].update(colour="red"), "colour"),
+        (lambda g: g["tables"]["table1"].update(seed_spread="range"), "seed_spread"),
+        (lambda g: g["figures"]["figure1"].update(seed_spread="maxdev"), "only tables"),
+        (
+            lambda g: g["tables"]["table1"].update(summaries=[{"id": "avg", "stat": "median"}]),
+            "summaries entry 'avg'.stat",
+        ),
+        (
+            lambda g: g["tables"]["table1"].update(
+                summaries=[{"id": "avg", "stat": "mean", "columns": ["nope"]}]
+            ),
+            "unknown column",
+        ),
+        (
+            lambda g: g["tables"]["table1"].update(summaries=[{"id": "synthetic", "stat": "mean"}]),
+            "already a column",
+        ),
         (
             lambda g: g["tables"]["table1"].update(protocol="val_lambda"),
             "protocol 'val_lambda' chooses on a validation split, but partition .* no val_fraction",

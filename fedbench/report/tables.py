@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +31,9 @@ from fedbench.report.layout import (
 )
 
 ROUND_MODES = ("final", "best")
+# ± over seeds: sample std, or the largest absolute deviation from the mean (pFedBreD's plots).
+SEED_SPREADS = ("std", "maxdev")
+SUMMARY_STATS = ("mean", "std")
 # Quantities where smaller is better, so "best round" takes the minimum.
 MIN_METRICS = ("loss", "ece", "mce")
 MIN_STATS = ("std", "gini")
@@ -44,6 +47,16 @@ SPREAD_NOTE = (
     "like the value); ± s = sample standard deviation (ddof=1) over seeds of each run's value, "
     "shown only with ≥ 2 seeds; (n=k) = runs averaged; paper 'v (c)' = the paper's value and "
     "its printed std; Δ = ours mean − paper value"
+)
+MAXDEV_NOTE = (
+    "mean ± d over seeds of each run's value: d = the largest absolute deviation of a run from "
+    "the mean (the convention of pFedBreD's plotting code); no ± with one seed; (n=k) = runs "
+    "averaged; Δ = ours − paper"
+)
+SUMMARY_NOTE = (
+    "summary columns ({names}) are computed from each row's cells: the mean or the sample "
+    "standard deviation (ddof=1) over the listed columns of our means (of the paper's values for "
+    "its own); blank unless every listed cell has runs"
 )
 DIVERGED_NOTE = (
     "a cell reading 'diverged (round r)' had a run diverge at round r; a diverged run is never "
@@ -94,6 +107,9 @@ class TableSpec:
     scale: str
     decimals: int = 2
     spread: str | None = None
+    seed_spread: str = "std"
+    # Columns computed from a row's cells: {id, label, stat: mean|std, columns: [ids] (all)}.
+    summaries: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         """Reject an unknown round mode, stat, spread, scale or a cell outside the layout."""
@@ -102,6 +118,23 @@ class TableSpec:
             raise LayoutError(
                 f"{where}: round must be one of {list(ROUND_MODES)}, got {self.round!r}"
             )
+        if self.seed_spread not in SEED_SPREADS:
+            raise LayoutError(
+                f"{where}: seed_spread must be one of {list(SEED_SPREADS)}, got "
+                f"{self.seed_spread!r}"
+            )
+        col_ids = [str(c["id"]) for c in self.columns]
+        for summ in self.summaries:
+            sid = summ.get("id")
+            if sid is None or str(sid) in col_ids:
+                raise LayoutError(f"{where}: a summary needs an id unlike every column's: {summ}")
+            if summ.get("stat") not in SUMMARY_STATS:
+                raise LayoutError(
+                    f"{where}: summary {sid!r}: stat must be one of {list(SUMMARY_STATS)}"
+                )
+            bad = [c for c in summ.get("columns", col_ids) if str(c) not in col_ids]
+            if bad:
+                raise LayoutError(f"{where}: summary {sid!r} lists unknown column(s) {bad}")
         check_layout(self)
         if self.spread is not None:
             if self.spread not in PACK_STATS:
@@ -198,7 +231,7 @@ def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.
             picked = [run_value(r, spec, q) for r in ok]
             values = np.array([v * scale for v, _ in picked], dtype=np.float64)
             mean = float(values.mean()) if len(values) else math.nan
-            std = float(values.std(ddof=1)) if len(values) >= 2 else math.nan
+            std = seed_spread(values, spec.seed_spread)
             spread = math.nan
             if spec.spread is not None and ok:
                 spreads = [run_spread(r, q, spec.spread, rd) for r, (_, rd) in zip(ok, picked)]
@@ -236,10 +269,93 @@ def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.
                     "ours_spread": spread,
                 }
             )
+    out += _summary_rows(spec, out, paper_values)
     df = pd.DataFrame(out, columns=list(CSV_COLUMNS))
     df.attrs["standin"] = any_standin(cells)
     df.attrs["paper_source"] = paper_values.source if paper_values is not None else ""
     return df
+
+
+def seed_spread(values: np.ndarray, how: str) -> float:
+    """± over seeds: sample std (ddof=1) or the largest |value − mean|; NaN below 2 values."""
+    if len(values) < 2:
+        return math.nan
+    if how == "maxdev":
+        return float(np.abs(values - values.mean()).max())
+    return float(values.std(ddof=1))
+
+
+def summary_value(values: list[float], stat: str) -> float:
+    """A summary column's value from a row's cells: their mean or sample std (ddof=1); NaN when
+    a value is missing (Table 1 of pFedBreD leaves such rows blank)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if len(arr) == 0 or not np.isfinite(arr).all():
+        return math.nan
+    if stat == "mean":
+        return float(arr.mean())
+    if stat == "std":
+        return float(arr.std(ddof=1)) if len(arr) >= 2 else math.nan
+    raise ValueError(f"summary stat must be one of {list(SUMMARY_STATS)}, got {stat!r}")
+
+
+def _summary_columns(spec: TableSpec, summ: dict) -> list[str]:
+    return [str(c) for c in summ.get("columns", [c["id"] for c in spec.columns])]
+
+
+def _summary_rows(
+    spec: TableSpec, cells: list[dict], paper_values: PaperValues | None
+) -> list[dict]:
+    """One record per (row, summary column), from the row's cell records."""
+    by_cell = {(c["row"], c["column"]): c for c in cells}
+    out = []
+    for row in spec.rows:
+        rid = str(row["id"])
+        for summ in spec.summaries:
+            cols = _summary_columns(spec, summ)
+            recs = [by_cell[(rid, c)] for c in cols]
+            ours = summary_value([r["ours_mean"] for r in recs], summ["stat"])
+            pv = paper_values.get(spec.name, rid, str(summ["id"])) if paper_values else None
+            paper = pv.value if pv is not None else math.nan
+            how = "sample std (ddof=1)" if summ["stat"] == "std" else "mean"
+            out.append(
+                {
+                    "row": rid,
+                    "column": str(summ["id"]),
+                    "paper": paper,
+                    "paper_std": math.nan,
+                    "ours_mean": ours,
+                    "ours_std": math.nan,
+                    "n_runs": min(r["n_runs"] for r in recs),
+                    "delta": ours - paper,
+                    "status": "ok" if math.isfinite(ours) else "no runs",
+                    "eval_protocol": f"summary: {how} over columns {', '.join(cols)}",
+                    "n_diverged": sum(r["n_diverged"] for r in recs),
+                    "diverged_rounds": "",
+                    "seeds": "",
+                    "rounds": "",
+                    "standin": any(r["standin"] for r in recs),
+                    "row_label": str(row["label"]),
+                    "column_label": str(summ.get("label", summ["id"])),
+                    "quantity": recs[0]["quantity"],
+                    "metric": recs[0]["metric"],
+                    "protocol": "summary",
+                    "stat": summ["stat"],
+                    "ours_spread": math.nan,
+                }
+            )
+    return out
+
+
+def _ours_note(spec: TableSpec) -> str:
+    if spec.spread is not None:
+        note = SPREAD_NOTE.format(spread=spec.spread)
+        if spec.seed_spread == "maxdev":
+            note = note.replace(
+                "± s = sample standard deviation (ddof=1) over seeds",
+                "± s = largest absolute deviation from the mean over seeds",
+            )
+        return note
+    return MAXDEV_NOTE if spec.seed_spread == "maxdev" else STD_NOTE
 
 
 def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
@@ -251,8 +367,11 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
         *quantity_lines(spec, spec.percent),
         ("Eval protocol", eval_protocol_label(spec)),
         ("Scale", spec.scale),
-        ("Ours", STD_NOTE if spec.spread is None else SPREAD_NOTE.format(spread=spec.spread)),
+        ("Ours", _ours_note(spec)),
     ]
+    if spec.summaries:
+        names = ", ".join(str(x.get("label", x["id"])) for x in spec.summaries)
+        lines.append(("Summaries", SUMMARY_NOTE.format(names=names)))
     if table.attrs.get("paper_source"):
         lines.append(("Paper values from", table.attrs["paper_source"]))
     if (table["n_diverged"] > 0).any():
@@ -294,8 +413,19 @@ def display_cells(r: pd.Series, decimals: int, spread: bool = False) -> tuple[st
     return paper, ours, _num(r["delta"], decimals, sign=True)
 
 
+def _summary_cells(r: pd.Series, decimals: int) -> tuple[str, str, str]:
+    """(paper, ours, Δ) of a summary column: plain numbers."""
+    paper = _paper_num(r["paper"], decimals) if math.isfinite(r["paper"]) else DASH
+    return paper, _num(r["ours_mean"], decimals), _num(r["delta"], decimals, sign=True)
+
+
+def display_columns(spec: TableSpec) -> list[dict]:
+    """The table's columns, then its summary columns."""
+    return [*spec.columns, *({"label": s.get("label", s["id"]), **s} for s in spec.summaries)]
+
+
 def _grid(table: pd.DataFrame, spec: TableSpec) -> list[list[str]]:
-    """Display rows: row label, then paper/ours/Δ per column."""
+    """Display rows: row label, then paper/ours/Δ per column (summary columns last)."""
     by_cell = {(r["row"], r["column"]): r for _, r in table.iterrows()}
     grid = []
     for row in spec.rows:
@@ -303,6 +433,8 @@ def _grid(table: pd.DataFrame, spec: TableSpec) -> list[list[str]]:
         for col in spec.columns:
             cell = by_cell[(str(row["id"]), str(col["id"]))]
             line += display_cells(cell, spec.decimals, spread=spec.spread is not None)
+        for summ in spec.summaries:
+            line += _summary_cells(by_cell[(str(row["id"]), str(summ["id"]))], spec.decimals)
         grid.append(line)
     return grid
 
@@ -318,7 +450,7 @@ def to_markdown(table: pd.DataFrame, spec: TableSpec) -> str:
     for key, text in header_lines(table, spec):
         lines.append(f"- **WARNING: {text}**" if key == "WARNING" else f"- {key}: {text}")
     head = [""]
-    for col in spec.columns:
+    for col in display_columns(spec):
         head += [f"{col['label']} paper", f"{col['label']} ours", f"{col['label']} Δ"]
     lines += ["", "| " + " | ".join(_md_escape(h) for h in head) + " |"]
     lines.append("|:--|" + "--:|" * (len(head) - 1))
@@ -364,7 +496,7 @@ def to_latex(table: pd.DataFrame, spec: TableSpec) -> str:
     warn = [f"\\textbf{{{tex_escape(text.upper())}.}}" for key, text in head if key == "WARNING"]
     title = spec.caption.rstrip() + ("" if spec.caption.rstrip().endswith((".", "!", "?")) else ".")
     caption = " ".join([tex_escape(title), *map(tex_escape, notes), *warn])
-    n = len(spec.columns)
+    n = len(display_columns(spec))
     lines += [
         r"\begin{table}[t]",
         r"\centering",
@@ -373,7 +505,7 @@ def to_latex(table: pd.DataFrame, spec: TableSpec) -> str:
         f"\\begin{{tabular}}{{l{'rrr' * n}}}",
         r"\toprule",
     ]
-    groups = [f"\\multicolumn{{3}}{{c}}{{{tex_escape(c['label'])}}}" for c in spec.columns]
+    groups = [f"\\multicolumn{{3}}{{c}}{{{tex_escape(c['label'])}}}" for c in display_columns(spec)]
     lines.append(" & ".join(["", *groups]) + r" \\")
     lines.append("".join(f"\\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(n)))
     lines.append(" & ".join(["", *(["paper", "ours", r"$\Delta$"] * n)]) + r" \\")

@@ -198,3 +198,60 @@ def test_layout_errors(runs, make):
         build_table(spec({("fedavg", "mnist"): [runs["avg0"], runs["prox1"]]}), None)
     with pytest.raises(LayoutError, match="a seed appears twice"):
         build_table(spec({("fedavg", "mnist"): [runs["avg0"], runs["avg0"]]}), None)
+
+
+def test_maxdev_seed_spread_is_the_largest_deviation(runs, tmp_path):
+    s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]}, seed_spread="maxdev")
+    c = cell(build_table(s), "fedavg")
+    ours = np.array([0.68, 0.74]) * 100
+    assert c.ours_std == pytest.approx(np.abs(ours - ours.mean()).max())  # 3.00, not 4.24
+    md = write_table(build_table(s), s, tmp_path / "t")[0].read_text()
+    assert "71.00 ± 3.00 (n=2)" in md and "largest absolute deviation" in md
+    with pytest.raises(LayoutError, match="seed_spread"):
+        spec({}, seed_spread="range")
+
+
+def test_summary_columns_from_the_rows_cells(make, tmp_path):
+    """Avg / Std over two columns by hand; a row with a missing cell has no summary."""
+    cols = [{"id": "mnist", "label": "MNIST"}, {"id": "cifar", "label": "CIFAR"}]
+    a = make(seed=0, dataset="mnist", curve={10: 0.5, 20: 0.6})
+    b = make(seed=0, dataset="cifar", curve={10: 0.7, 20: 0.9})
+    summaries = [
+        {"id": "avg", "label": "Avg", "stat": "mean"},
+        {"id": "std", "label": "Std", "stat": "std", "columns": ["mnist", "cifar"]},
+        {"id": "hard", "label": "H.Avg", "stat": "mean", "columns": ["cifar"]},
+    ]
+    s = spec(
+        {("fedavg", "mnist"): [a], ("fedavg", "cifar"): [b], ("fedprox", "mnist"): [a]},
+        columns=cols,
+        summaries=summaries,
+    )
+    df = build_table(s)
+    fa, fb = cell(df, "fedavg", "mnist").ours_mean, cell(df, "fedavg", "cifar").ours_mean
+    assert cell(df, "fedavg", "avg").ours_mean == pytest.approx((fa + fb) / 2)
+    assert cell(df, "fedavg", "std").ours_mean == pytest.approx(abs(fa - fb) / math.sqrt(2))
+    assert cell(df, "fedavg", "hard").ours_mean == pytest.approx(fb)
+    assert math.isnan(cell(df, "fedprox", "avg").ours_mean)  # its CIFAR cell has no runs
+    assert cell(df, "fedprox", "avg").status == "no runs"
+    md = write_table(df, s, tmp_path / "t")[0].read_text()
+    assert "Avg ours" in md and "H.Avg paper" in md and "Summaries:" in md
+    tex = (tmp_path / "t.tex").read_text()
+    assert tex.count("multicolumn{3}") == 5  # 2 columns + 3 summaries
+    for bad, needle in (
+        ({"id": "mnist", "stat": "mean"}, "unlike every column"),
+        ({"id": "x", "stat": "median"}, "stat"),
+        ({"id": "x", "stat": "mean", "columns": ["svhn"]}, "svhn"),
+    ):
+        with pytest.raises(LayoutError, match=needle):
+            spec({}, columns=cols, summaries=[bad])
+
+
+def test_summary_value_mean_and_sample_std():
+    from fedbench.report.tables import summary_value
+
+    assert summary_value([1.0, 2.0, 6.0], "mean") == pytest.approx(3.0)
+    assert summary_value([1.0, 2.0, 6.0], "std") == pytest.approx(math.sqrt(7.0))  # ddof=1
+    assert math.isnan(summary_value([1.0, math.nan], "mean"))
+    assert math.isnan(summary_value([1.0], "std"))
+    with pytest.raises(ValueError, match="stat"):
+        summary_value([1.0], "max")
