@@ -15,6 +15,7 @@ import yaml
 
 from fedbench.algorithms import build_algorithm
 from fedbench.data.partition import check_partition_spec
+from fedbench.data.transform import check_transform
 from fedbench.engine.config import TrainConfig
 from fedbench.models import MODELS
 
@@ -183,7 +184,10 @@ def data_mode(catalog: dict, scale: str) -> str:
 def resolve_dataset(catalog: dict, name: str) -> dict[str, Any]:
     """Dataset entry with its source and params."""
     e = _entry(catalog, "datasets", name)
-    return {"name": name, "source": e["source"], "params": dict(e.get("params", {}))}
+    out = {"name": name, "source": e["source"], "params": dict(e.get("params", {}))}
+    if e.get("transform"):
+        out["transform"] = check_transform(name, e["transform"])
+    return out
 
 
 def resolve_partition(catalog: dict, name: str, scale: str) -> dict[str, Any]:

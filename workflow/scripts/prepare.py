@@ -5,6 +5,7 @@ from pathlib import Path
 
 from fedbench.data import prepare_dataset
 from fedbench.data.base import save_dataset
+from fedbench.data.transform import apply_transform
 from fedbench.rng import Streams
 
 sm = snakemake  # noqa: F821
@@ -16,6 +17,8 @@ rng = Streams(0).generator("standin")
 params = spec["params"]
 if sm.params.mode == "standin":
     params = {**params, **sm.params.standin_size}
-ds = prepare_dataset(spec["source"], params, raw, sm.params.mode, rng)
+ds = apply_transform(
+    prepare_dataset(spec["source"], params, raw, sm.params.mode, rng), spec.get("transform")
+)
 save_dataset(ds, sm.output[0])
 logging.info("%s: %s", spec["name"], ds.provenance)

@@ -1,0 +1,79 @@
+"""Dataset-level transforms a paper's data scripts apply before partitioning.
+
+`pool: merged` joins the official training and test sets into one pool (no global test set), as
+pFedBreD's generators do before their per-client 75/25 split. `standardise` rescales the pixels
+over every image the scripts saw (the merged 70k on MNIST / Fashion-MNIST): `global` one mean and
+std, `per_pixel` one per input position (both with the scripts' +0.001 in the denominator), `half`
+(x - 0.5) / 0.5 (torchvision's Normalize((0.5,), (0.5,))), `none`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from fedbench.data.base import ArrayDataset
+
+TRANSFORM_CHOICES: dict[str, tuple[str, ...]] = {
+    "pool": ("split", "merged"),
+    "standardise": ("none", "global", "per_pixel", "half"),
+}
+EPS = 0.001  # the scripts' (x - mean) / (std + 0.001)
+
+
+def check_transform(name: str, transform: dict[str, Any] | None) -> dict[str, str]:
+    """The transform with defaults filled in; ValueError naming the dataset and the bad key."""
+    transform = dict(transform or {})
+    unknown = sorted(set(transform) - set(TRANSFORM_CHOICES))
+    if unknown:
+        valid = sorted(TRANSFORM_CHOICES)
+        raise ValueError(f"dataset {name}: unknown transform key(s) {unknown}; valid: {valid}")
+    out = {}
+    for key, choices in TRANSFORM_CHOICES.items():
+        value = transform.get(key, choices[0])
+        if value not in choices:
+            raise ValueError(
+                f"dataset {name}: transform {key} must be one of {list(choices)}, got {value!r}"
+            )
+        out[key] = value
+    return out
+
+
+def apply_transform(ds: ArrayDataset, transform: dict[str, Any] | None) -> ArrayDataset:
+    """`ds` with the transform applied (a new dataset; `ds` is not modified)."""
+    t = check_transform(ds.name, transform)
+    if t == {k: c[0] for k, c in TRANSFORM_CHOICES.items()}:
+        return ds
+    x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
+    groups = ds.groups
+    if t["pool"] == "merged":
+        if groups is not None and len(y_test):
+            raise ValueError(f"dataset {ds.name}: pool merged needs a dataset without groups")
+        x_train = np.concatenate([x_train, x_test])
+        y_train = np.concatenate([y_train, y_test])
+        x_test, y_test = x_test[:0], y_test[:0]
+    seen = np.concatenate([x_train, x_test]).astype(np.float64)
+    if t["standardise"] == "global":
+        mean, std = seen.mean(), seen.std()
+    elif t["standardise"] == "per_pixel":
+        mean, std = seen.mean(axis=0), seen.std(axis=0)
+    elif t["standardise"] == "half":
+        mean, std = 0.5, 0.5 - EPS
+    else:
+        mean, std = 0.0, 1.0 - EPS
+
+    def scale(x: np.ndarray) -> np.ndarray:
+        return ((x - mean) / (std + EPS)).astype(np.float32)
+
+    what = ", ".join(f"{k} {v}" for k, v in t.items())
+    return dataclasses.replace(
+        ds,
+        x_train=scale(x_train),
+        y_train=y_train,
+        x_test=scale(x_test),
+        y_test=y_test,
+        groups=groups,
+        provenance=f"{ds.provenance}; transform: {what}",
+    )
