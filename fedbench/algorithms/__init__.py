@@ -9,6 +9,7 @@ from fedbench.algorithms.apfl import APFL
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
 from fedbench.algorithms.ditto import Ditto
 from fedbench.algorithms.fedamp import FedAMP
+from fedbench.algorithms.fedavg_am import FedAvgAM
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.partial import FedPer, FedRep, LGFedAvg
 from fedbench.algorithms.perfedavg import PerFedAvg
@@ -19,6 +20,7 @@ from fedbench.algorithms.superfed import SuPerFed
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedavg": Algorithm,
+    "fedavg_am": FedAvgAM,
     "fedprox": FedProx,
     "scaffold": Scaffold,
     "superfed": SuPerFed,

@@ -49,7 +49,10 @@ class PFedMe(Algorithm):
     (`inner_steps` = K gradient steps of `inner_lr` from w), then w takes the step
     lr * mu * ∇prox(w, θ̃) (= lr * λ (w - θ̃) for the squared form); w is sent. Deviations from
     the paper: the engine's momentum and weight decay act on w; the inner solve starts from w;
-    the server weights clients by n_i. `beta` is the paper's server step (1 = plain averaging).
+    the server weights clients by n_i. `beta` is the paper's server step (1 = plain averaging;
+    2 = pFedBreD's "+AM"). `train_all`: every client trains every round and only the sampled
+    ones are aggregated (pFedMe's and pFedBreD's releases). `ft`: protocol `personal` evaluates
+    the personal model after one more SGD step of `ft_lr` on one training batch ("+FT").
     `prox: auto` = the variant's own form (code: mu * sum_l ||.||_2 unsquared over weight
     tensors; paper: (mu/2)||.||²).
     `eval: code` (default; produced Tables 2.3-2.5): the release overwrites the local model with
@@ -67,6 +70,9 @@ class PFedMe(Algorithm):
     inner_steps: int = 5
     inner_lr: float = 0.01
     beta: float = 1.0
+    train_all: bool = False
+    ft: bool = False
+    ft_lr: float = 0.01
 
     def __post_init__(self):
         checks = {
@@ -77,10 +83,17 @@ class PFedMe(Algorithm):
             "inner_steps": isinstance(self.inner_steps, int) and self.inner_steps >= 1,
             "inner_lr": self.inner_lr > 0,
             "beta": self.beta > 0,
+            "train_all": isinstance(self.train_all, bool),
+            "ft": isinstance(self.ft, bool),
+            "ft_lr": self.ft_lr > 0,
         }
         for key, ok in checks.items():
             if not ok:
                 raise ValueError(f"pfedme: bad {key} = {getattr(self, key)!r}")
+
+    @property
+    def train_all_clients(self) -> bool:
+        return self.train_all
 
     @property
     def prox_form(self) -> str:
@@ -191,3 +204,14 @@ class PFedMe(Algorithm):
         if self.eval == "code":
             return dict(global_params)
         return dict(client_state["local"])
+
+    def eval_batches(self, protocol: str) -> int:
+        return 1 if self.ft and protocol == "personal" else 0
+
+    def tune_for_eval(self, protocol, apply, params, batches):
+        """FT (pFedBreD C.4, spec pfedbred.md §9.11): one SGD step of `ft_lr` on one training
+        batch of the personal model, evaluated and never kept."""
+        if not (self.ft and protocol == "personal"):
+            return params
+        g = grad(lambda p: self.data_loss(apply, p, batches[0]))(params)
+        return {k: v - self.ft_lr * g[k] for k, v in params.items()}

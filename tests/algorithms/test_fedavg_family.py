@@ -103,3 +103,16 @@ def test_masked_mean_ignores_padding():
     assert masked_mean(per, torch.tensor([1.0, 1.0, 0.0])).item() == 2.0
     assert masked_mean(per, None).item() == pytest.approx(104 / 3)
     assert masked_mean(per, torch.zeros(3)).item() == 0.0
+
+
+def test_fedavg_am_beta1_equals_fedavg_and_beta2_doubles_the_step(tiny):
+    fedavg = _run(build_algorithm("fedavg"), tiny, CFG)
+    _assert_same(_run(build_algorithm("fedavg_am", beta=1.0), tiny), fedavg)
+    one = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)
+    p0 = tiny[2]
+    a = _run(build_algorithm("fedavg_am", beta=1.0), tiny, one).global_params
+    b = _run(build_algorithm("fedavg_am", beta=2.0), tiny, one).global_params
+    for k, v in p0.items():  # w + 2 mean(Δ) against w + mean(Δ), from the same client updates
+        torch.testing.assert_close(b[k] - v, 2 * (a[k] - v))
+    with pytest.raises(ValueError, match="beta"):
+        build_algorithm("fedavg_am", beta=0.0)

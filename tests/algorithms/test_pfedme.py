@@ -164,3 +164,36 @@ def test_paper_envelope_gradient_by_hand():
     loss = algo.local_loss(lambda q, x: q["weight"].expand(len(x), -1), p, batch, carry, None)
     (g,) = torch.autograd.grad(loss, [p["fed.weight"]])
     torch.testing.assert_close(g, -2.0 * torch.tensor([1 / 3, -1 / 6, -1 / 6]))
+
+
+def test_train_all_trains_every_client_but_aggregates_the_sampled(tiny):
+    from fedbench.engine.config import TrainConfig
+    from fedbench.engine.loop import run_rounds
+    from fedbench.rng import Streams
+
+    fed, apply, p0 = tiny
+    cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2)
+    kw = {"variant": "paper", "eval": "local", "mu": 1.0}
+    some = run_rounds(build_algorithm("pfedme", **kw), apply, fed, cfg, Streams(1), p0)
+    every = run_rounds(
+        build_algorithm("pfedme", train_all=True, **kw), apply, fed, cfg, Streams(1), p0
+    )
+    for k in p0:  # the same sampled clients' messages reach the server
+        torch.testing.assert_close(every.global_params[k], some.global_params[k])
+    moved = lambda st, i: any(  # noqa: E731
+        not torch.equal(st.client_states[i]["local"][k], p0[k]) for k in p0
+    )
+    assert sum(moved(some, i) for i in range(fed.num_clients)) == 2
+    assert all(moved(every, i) for i in range(fed.num_clients))
+
+
+def test_ft_takes_one_sgd_step_on_a_training_batch_for_evaluation_only():
+    # Logits = the weight itself; one sample of label 0: gradient softmax(w) - e_0.
+    apply = lambda p, x: p["weight"].expand(len(x), -1)  # noqa: E731
+    algo = build_algorithm("pfedme", eval="local", ft=True, ft_lr=0.5)
+    assert algo.eval_batches("personal") == 1 and algo.eval_batches("global") == 0
+    w = {"weight": torch.zeros(2)}
+    out = algo.tune_for_eval("personal", apply, w, [Batch(torch.zeros(1, 1), torch.tensor([0]))])
+    torch.testing.assert_close(out["weight"], torch.tensor([0.25, -0.25]))
+    assert w["weight"].tolist() == [0.0, 0.0]
+    assert build_algorithm("pfedme").eval_batches("personal") == 0
