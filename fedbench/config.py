@@ -99,12 +99,18 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
     if catalog.get("scale") is not None and catalog["scale"] not in scales:
         raise ConfigError(f"scale: {catalog.get('scale')!r} is not one of {sorted(scales)}")
     for name, e in catalog["datasets"].items():
-        _keys(f"datasets.{name}", e, ("source", "params", "training", "description"))
+        _keys(
+            f"datasets.{name}", e, ("source", "params", "transform", "training", "description")
+        )
         if e.get("source") not in SOURCES:
             raise ConfigError(
                 f"datasets.{name}.source: unknown source {e.get('source')!r}; "
                 f"valid: {sorted(SOURCES)}"
             )
+        try:
+            check_transform(name, e.get("transform"))
+        except ValueError as err:
+            raise ConfigError(f"datasets.{name}.transform: {err}") from None
     for name, e in catalog["partitions"].items():
         if not isinstance(e, dict) or e.get("kind") not in PARTITION_KINDS:
             raise ConfigError(

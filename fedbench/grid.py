@@ -308,6 +308,11 @@ def _axis_entry(entry: dict) -> dict[str, Any]:
     """What the report needs of a row or column: id, label, and any quantity override."""
     out = {"id": entry["id"], "label": entry.get("label", entry["id"])}
     out.update({k: entry[k] for k in QUANTITY_KEYS if k in entry})
+    if "paper_ref" in entry:  # "table/row": the paper printed this row in another table
+        ref = str(entry["paper_ref"])
+        if ref.count("/") != 1 or not all(ref.split("/")):
+            raise ConfigError(f"row {entry['id']!r}: paper_ref must be 'table/row', got {ref!r}")
+        out["paper_ref"] = ref
     return out
 
 

@@ -236,7 +236,8 @@ def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.
             if spec.spread is not None and ok:
                 spreads = [run_spread(r, q, spec.spread, rd) for r, (_, rd) in zip(ok, picked)]
                 spread = float(np.mean(spreads)) * scale
-            pv = paper_values.get(spec.name, rid, cid) if paper_values is not None else None
+            ptable, prow = str(row.get("paper_ref", f"{spec.name}/{rid}")).split("/")
+            pv = paper_values.get(ptable, prow, cid) if paper_values is not None else None
             paper = pv.value if pv is not None else math.nan
             paper_std = pv.std if pv is not None and pv.std is not None else math.nan
             if diverged:
@@ -314,7 +315,8 @@ def _summary_rows(
             cols = _summary_columns(spec, summ)
             recs = [by_cell[(rid, c)] for c in cols]
             ours = summary_value([r["ours_mean"] for r in recs], summ["stat"])
-            pv = paper_values.get(spec.name, rid, str(summ["id"])) if paper_values else None
+            ptable, prow = str(row.get("paper_ref", f"{spec.name}/{rid}")).split("/")
+            pv = paper_values.get(ptable, prow, str(summ["id"])) if paper_values else None
             paper = pv.value if pv is not None else math.nan
             how = "sample std (ddof=1)" if summ["stat"] == "std" else "mean"
             out.append(

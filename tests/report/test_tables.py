@@ -255,3 +255,11 @@ def test_summary_value_mean_and_sample_std():
     assert math.isnan(summary_value([1.0], "std"))
     with pytest.raises(ValueError, match="stat"):
         summary_value([1.0], "max")
+
+
+def test_paper_ref_reads_the_papers_value_from_another_table(runs, tmp_path):
+    pv = paper_values(tmp_path)  # has table2_3 / fedavg / mnist = 74.8
+    rows = [{"id": "mine", "label": "Mine", "paper_ref": "table2_3/fedavg"}, ROWS[1]]
+    s = spec({("mine", "mnist"): [runs["avg0"]]}, name="table9", rows=rows)
+    df = build_table(s, pv)
+    assert cell(df, "mine").paper == 74.8 and math.isnan(cell(df, "fedprox").paper)

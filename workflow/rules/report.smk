@@ -16,7 +16,7 @@ rule table:
     log:
         "logs/{scale}/table/{paper}/{table}.log",
     wildcard_constraints:
-        table=r"table[0-9_]+",
+        table=r"table[0-9][0-9a-z_]*",
     localrule: True
     conda:
         "../envs/fedbench.yaml"
