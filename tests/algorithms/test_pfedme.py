@@ -197,3 +197,23 @@ def test_ft_takes_one_sgd_step_on_a_training_batch_for_evaluation_only():
     torch.testing.assert_close(out["weight"], torch.tensor([0.25, -0.25]))
     assert w["weight"].tolist() == [0.0, 0.0]
     assert build_algorithm("pfedme").eval_batches("personal") == 0
+
+
+def test_paper_variant_one_inner_step_of_lr_1_over_mu_is_fedavg(tiny):
+    """The nearest exact identity to "K = 0" for the paper variant (pFedBreD's pFedMe): with one
+    inner step of α = 1/λ from w, θ̃ = w - ∇f(w)/λ, so w - lr λ (w - θ̃) = w - lr ∇f(w): FedAvg's
+    plain SGD step, step for step (here with every client training and the sampled ones
+    aggregated, as in pFedBreD's release). α = 0.4/λ breaks it, so the test can fail."""
+    fed, apply, p0 = tiny
+    cfg = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=2)
+    fedavg = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(2), p0)
+    for inner_lr, same in ((0.25, True), (0.1, False)):
+        algo = build_algorithm(
+            "pfedme", variant="paper", mu=4.0, inner_steps=1, inner_lr=inner_lr, train_all=True
+        )
+        got = run_rounds(algo, apply, fed, cfg, Streams(2), p0)
+        close = all(
+            torch.allclose(got.global_params[k], fedavg.global_params[k], rtol=0, atol=1e-6)
+            for k in p0
+        )
+        assert close == same
