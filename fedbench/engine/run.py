@@ -163,6 +163,8 @@ def execute_run(
         **({"lstm_impl": lstm_impl} if lstm_impl is not None else {}),
         **state.executor_info,
         "threads": threads,
+        # Wall-clock seconds of the rounds (training and evaluation; not data loading).
+        "train_seconds": round(time.perf_counter() - started, 1),
     }
     write_yaml(run_yaml_path, info)
     return info

@@ -49,7 +49,15 @@ def test_same_seed_byte_identical_other_seed_differs(prepared):
     assert len(a.splitlines()) == 3
     written = yaml.safe_load((out / "run.yaml").read_text())
     assert written["status"] == "ok" and written["standin"] is True
-    for key in ("fedbench_version", "git_commit", "torch_version", "device", "spec", "executor"):
+    for key in (
+        "fedbench_version",
+        "git_commit",
+        "torch_version",
+        "device",
+        "spec",
+        "executor",
+        "train_seconds",
+    ):
         assert key in written
     assert written["run"]["algorithm"] == "scaffold" and written["spec"]["seed"] == 0
     assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "run.yaml"]

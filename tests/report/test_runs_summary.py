@@ -1,0 +1,38 @@
+"""The per-run summary CSV: final and best-round values by hand, missing runs listed."""
+
+from __future__ import annotations
+
+import pytest
+
+from fedbench.report.collect import load_run, run_series
+from fedbench.report.runs import main, summarise_runs
+
+
+def test_final_and_best_round_per_protocol(runs, tmp_path):
+    missing = runs["avg0"].parent.parent / "fedopt" / "seed0"
+    frame = summarise_runs([runs["avg0"], runs["avg1"], runs["avg0"], missing], "top1", "mean")
+    assert len(frame) == 3  # a directory given twice is one run
+    first = frame.iloc[0]
+    series = run_series(load_run(runs["avg0"]), "global", "top1", "mean")
+    # seed 0's client-mean curve peaks at round 10 and ends at round 20 (conftest CURVES)
+    assert first["global_best_round"] == 10
+    assert first["global_top1_mean_best"] == pytest.approx(series[10])
+    assert first["global_top1_mean_final"] == pytest.approx(series[20])
+    assert series[10] > series[20]
+    assert (first["dataset"], first["algorithm"], first["seed"]) == ("mnist", "fedavg", 0)
+    assert frame.iloc[1]["seed"] == 1 and frame.iloc[1]["status"] == "ok"
+    assert frame.iloc[2]["status"] == "missing" and frame.iloc[2]["algorithm"] == "fedopt"
+
+
+def test_cli_writes_one_row_per_run_of_a_table(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no runs exist here: every run of the table is listed missing
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "runs.csv"
+    main(["quick", "table1", "--config", str(root / "config" / "config.yaml"), "--out", str(out)])
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("dataset,partition,model,algorithm,seed,status")
+    assert len(lines) == 1 + 27 and all(line.endswith(",missing") for line in lines[1:])
+    with pytest.raises(SystemExit, match="no table"):
+        main(["quick", "table9", "--config", str(root / "config" / "config.yaml"), "--out", "x"])
