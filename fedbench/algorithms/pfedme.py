@@ -20,15 +20,17 @@ EVALS = ("code", "local")
 STEP, PERS = "fedstep", "pers."
 
 
-def write_term(slot: Params, value: Params) -> torch.Tensor:
-    """A loss term with value 0 whose gradient w.r.t. `slot` is `value` (held constant).
+def write_term(slot: Params, value: Params, scale: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """A loss term with value 0 whose gradient w.r.t. `slot` is `scale * value` (held constant).
 
     The engine has no per-epoch hook, so a quantity that must survive later steps is written into
     a zero parameter by the only step that leaves it unmasked: with a zero weight and an empty
     momentum buffer, SGD's update is exactly -lr * gradient, weight decay and momentum included
-    (they act on zero), and the mask keeps it frozen before and after.
+    (they act on zero), and the mask keeps it frozen before and after. One dot product per
+    tensor (d - d.detach() is 0 with gradient `value`): these terms run every local step.
     """
-    return sum(((slot[k] - slot[k].detach()) * value[k].detach()).sum() for k in slot)
+    d = sum(slot[k].reshape(-1) @ value[k].detach().reshape(-1) for k in slot)
+    return (d - d.detach()) * scale
 
 
 def step_slots(params: Params) -> list[Params]:

@@ -7,7 +7,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext
-from fedbench.algorithms.pfedbred import PFedBreD, bregman
+from fedbench.algorithms.pfedbred import PFedBreD, bregman, half_sq
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train
@@ -38,6 +38,9 @@ def test_gaussian_bregman_is_half_squared_distance():
     assert (lam * bregman(theta, mu)).item() == pytest.approx(6.0, abs=1e-6)
     direct = lam / 2 * sum(((theta[k] - mu[k]) ** 2).sum() for k in theta)
     assert (lam * bregman(theta, mu)).item() == pytest.approx(direct.item(), abs=1e-6)
+    # The closed form used for g = ½‖·‖² equals Eq. 1's general form with the same g.
+    general = bregman(theta, mu, g=lambda x: half_sq(x), grad_g=lambda x: dict(x))
+    assert general.item() == pytest.approx(bregman(theta, mu).item(), abs=1e-6)
     # Its gradient in θ is λ (θ - μ), the term the prox loop uses.
     q = {k: v.clone().requires_grad_(True) for k, v in theta.items()}
     grads = torch.autograd.grad(lam * bregman(q, mu), list(q.values()))
