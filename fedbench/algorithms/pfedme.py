@@ -163,12 +163,30 @@ class PFedMe(Algorithm):
             )
 
         theta = dict(anchor)
+        squared = self.prox_form == "squared"
         for _ in range(self.inner_steps):
-            g = grad(inner)(theta)
-            theta = {k: theta[k] - self.inner_lr * g[k] for k in theta}
+            if squared:  # ∇ = ∇f(θ) + mu (θ - w): lerp(θ, w, lr mu) - lr ∇f(θ), two fused ops
+                g = grad(lambda q: self.data_loss(apply, q, batch))(theta)
+                c = self.inner_lr * self.mu
+                theta = {
+                    k: torch.add(torch.lerp(theta[k], anchor[k], c), g[k], alpha=-self.inner_lr)
+                    for k in theta
+                }
+            else:
+                g = grad(inner)(theta)
+                theta = {k: theta[k] - self.inner_lr * g[k] for k in theta}
         theta = {k: v.detach() for k, v in theta.items()}
-        # The envelope's value f(θ̃) + mu * prox(θ̃, w); its gradient in w is mu * ∇_w prox.
-        loss = self.data_loss(apply, theta, batch) + self.mu * prox_term(w, theta, self.prox_form)
+        # The envelope's value f(θ̃) + mu * prox(θ̃, w); its gradient in w is mu * ∇_w prox
+        # (= mu (w - θ̃) for the squared form, written directly).
+        if squared:
+            value = self.data_loss(apply, theta, batch) + self.mu * prox_term(
+                anchor, theta, "squared"
+            )
+            loss = value.detach() + write_term(w, {k: anchor[k] - theta[k] for k in w}, self.mu)
+        else:
+            loss = self.data_loss(apply, theta, batch) + self.mu * prox_term(
+                w, theta, self.prox_form
+            )
         pers = split(params, PERS)
         if pers:
             target = {k: -v / carry["lr"] for k, v in theta.items()}
