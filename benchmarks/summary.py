@@ -135,6 +135,14 @@ def print_others(kinds: dict[str, list[dict]]) -> dict:
                 f"  {i['arch']:<18}{i['params']:>10,} params {best(b) * 1e3:>9.3f} ms "
                 f"{gf:>7.2f} GFLOP/s"
             )
+    algo_steps = kinds.get("algorithm_step", [])
+    if algo_steps:
+        print("\nOne local step per algorithm (pFedBreD's DNN 784-100-10, batch 20), ms")
+        out["algorithm_step"] = {}
+        for b in sorted(algo_steps, key=best):
+            name = b["extra_info"]["algorithm"]
+            out["algorithm_step"][name] = best(b)
+            print(f"  {name:<14}{best(b) * 1e3:>10.3f}")
     agg = kinds.get("aggregate", [])
     if agg:
         print("\nAggregation rules (MLP 784-10-10, 7,960 parameters), ms")
