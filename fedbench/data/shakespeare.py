@@ -212,7 +212,8 @@ class ShakespeareSource(Source):
             raise ValueError(f"{self.name}: stand-in needs n_train >= 1")
         vocab = VOCABS[params["vocab"]].replace("\n", "")
         speakers = 5 if params["max_clients"] is None else min(5, params["max_clients"])
-        budget = n_train // speakers + params["seq_len"]
+        # Characters per speaker for about n_train / speakers windows at the configured stride.
+        budget = (n_train // speakers) * params["stride"] + params["seq_len"]
         clients: Clients = {}
         for k in range(speakers):
             p = rng.dirichlet(np.full(len(vocab), 0.3))

@@ -414,3 +414,11 @@ def test_leaf_shakespeare_fetch_and_load(http_root, tmp_path, monkeypatch):
     (raw / sh.GUTENBERG_ZIP).write_bytes(b"damaged")
     with pytest.raises(ValueError, match="not a readable zip"):
         src.load(raw)
+
+
+@pytest.mark.parametrize("stride", [1, 8, 80])
+def test_standin_size_does_not_depend_on_the_stride(stride):
+    # Smoke grids use n_train = 600: every speaker needs enough windows for a test split.
+    ds = SOURCES["shakespeare_plays"].standin(np.random.default_rng(0), n_train=600, stride=stride)
+    counts = np.bincount(ds.groups)
+    assert len(counts) == 5 and counts.min() >= 100 and 450 <= len(ds.y_train) <= 900
