@@ -20,6 +20,7 @@ from fedbench.engine.config import TrainConfig
 from fedbench.models import MODELS
 
 SECTIONS = ("datasets", "partitions", "models", "algorithms")
+DATASET_KEYS = ("source", "params", "transform", "training", "description")
 TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", *SECTIONS)
 DATA_MODES = ("real", "standin")
 SCALE_KEYS = ("data", "caps", "description", "standin_size")
@@ -99,9 +100,7 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
     if catalog.get("scale") is not None and catalog["scale"] not in scales:
         raise ConfigError(f"scale: {catalog.get('scale')!r} is not one of {sorted(scales)}")
     for name, e in catalog["datasets"].items():
-        _keys(
-            f"datasets.{name}", e, ("source", "params", "transform", "training", "description")
-        )
+        _keys(f"datasets.{name}", e, DATASET_KEYS)
         if e.get("source") not in SOURCES:
             raise ConfigError(
                 f"datasets.{name}.source: unknown source {e.get('source')!r}; "
