@@ -21,6 +21,7 @@ from fedbench.config import load_catalog
 from fedbench.grid import cells, load_grid, resolve_scale
 from fedbench.io import write_text
 from fedbench.report.collect import RunDataError, load_run, run_series
+from fedbench.report.tables import maximises
 
 KEY_COLUMNS = ("dataset", "partition", "model", "algorithm", "seed")
 
@@ -52,11 +53,7 @@ def summarise_runs(run_dirs: list[Path], metric: str, stat: str) -> pd.DataFrame
             if series.empty:
                 continue
             row[f"{protocol}_{metric}_{stat}_final"] = float(series.iloc[-1])
-            best = (
-                series.idxmax()
-                if not metric.startswith(("loss", "ece", "mce"))
-                else series.idxmin()
-            )
+            best = series.idxmax() if maximises(metric, stat) else series.idxmin()
             row[f"{protocol}_{metric}_{stat}_best"] = float(series[best])
             row[f"{protocol}_best_round"] = int(best)
         rows.append(row)

@@ -215,6 +215,14 @@ def _diverged_status(diverged: list[RunData], total: int) -> str:
     return text
 
 
+def paper_value(spec: TableSpec, row: dict, column: str, paper_values: PaperValues | None):
+    """The paper's value of a cell: its own table and row, or the row's `paper_ref` table/row."""
+    if paper_values is None:
+        return None
+    table, prow = str(row.get("paper_ref", f"{spec.name}/{row['id']}")).split("/")
+    return paper_values.get(table, prow, column)
+
+
 def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.DataFrame:
     """One row per (row, column) cell: paper value, ours mean/std over seeds, n, Δ, status."""
     cells = load_cells(spec)
@@ -236,8 +244,7 @@ def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.
             if spec.spread is not None and ok:
                 spreads = [run_spread(r, q, spec.spread, rd) for r, (_, rd) in zip(ok, picked)]
                 spread = float(np.mean(spreads)) * scale
-            ptable, prow = str(row.get("paper_ref", f"{spec.name}/{rid}")).split("/")
-            pv = paper_values.get(ptable, prow, cid) if paper_values is not None else None
+            pv = paper_value(spec, row, cid, paper_values)
             paper = pv.value if pv is not None else math.nan
             paper_std = pv.std if pv is not None and pv.std is not None else math.nan
             if diverged:
@@ -315,8 +322,7 @@ def _summary_rows(
             cols = _summary_columns(spec, summ)
             recs = [by_cell[(rid, c)] for c in cols]
             ours = summary_value([r["ours_mean"] for r in recs], summ["stat"])
-            ptable, prow = str(row.get("paper_ref", f"{spec.name}/{rid}")).split("/")
-            pv = paper_values.get(ptable, prow, str(summ["id"])) if paper_values else None
+            pv = paper_value(spec, row, str(summ["id"]), paper_values)
             paper = pv.value if pv is not None else math.nan
             how = "sample std (ddof=1)" if summ["stat"] == "std" else "mean"
             out.append(
