@@ -76,6 +76,19 @@ class Algorithm:
     # Same, but chosen on the client's validation split (partition val_fraction > 0; not
     # recorded without one) and reported on its test split: an honest counterpart.
     val_selections: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
+    # Where the default hyperparameters come from when a benchmarked paper gives none, e.g.
+    # "FedEM (Marfoq et al. 2021), §5": tables flag such cells. None = nothing to flag.
+    defaults_from: ClassVar[str | None] = None
+
+    def model(self, apply: Apply) -> Apply:
+        """The network over this algorithm's parameter dicts, which the engine trains and
+        evaluates (FedEM's mixture of M copies; pFedBayes' posterior mean); FedAvg: `apply`."""
+        return apply
+
+    def init_global(self, init_params: Params, fresh: Callable[[int], Params]) -> Params:
+        """Round-1 global parameters from the run's initialisation; `fresh(i)` = the i-th
+        independent initialisation of the network (FedEM's components)."""
+        return dict(init_params)
 
     def local_epochs(self, epochs: int) -> int:
         """Local epochs per round given the configured E (Ditto, FedRep add their own τ)."""
