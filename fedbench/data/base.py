@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 MANIFEST = "MANIFEST.json"
+EXTRA = "extra_"  # prefix of a dataset's extra arrays in its .npz
 REQUIRED = object()  # marks a parameter without a default
 
 
@@ -51,6 +52,9 @@ class ArrayDataset:
     standin: bool
     provenance: str
     groups: np.ndarray | None = None
+    # Named arrays a model needs besides the samples (Sent140's frozen GloVe rows, `embedding`);
+    # saved in the .npz as `extra_<name>` and handed to models that declare them (DATA_INPUTS).
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for key in ("x_train", "x_test"):
@@ -73,6 +77,9 @@ class ArrayDataset:
             self.groups.dtype != np.int64 or self.groups.shape != self.y_train.shape
         ):
             raise ValueError(f"{self.name}: groups must be int64 with one entry per train sample")
+        for key, value in self.extras.items():
+            if not key.isidentifier() or not isinstance(value, np.ndarray):
+                raise ValueError(f"{self.name}: extra {key!r} must be a named numpy array")
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -91,6 +98,7 @@ def save_dataset(ds: ArrayDataset, path: str | os.PathLike) -> None:
     arrays = {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}
     if ds.groups is not None:
         arrays["groups"] = ds.groups
+    arrays.update({EXTRA + k: v for k, v in ds.extras.items()})
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
         np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
 
@@ -110,6 +118,7 @@ def load_dataset(path: str | os.PathLike) -> ArrayDataset:
             standin=bool(meta["standin"]),
             provenance=meta["provenance"],
             groups=arrays.get("groups"),
+            extras={k[len(EXTRA) :]: v for k, v in arrays.items() if k.startswith(EXTRA)},
             **{k: arrays[k] for k in ("x_train", "y_train", "x_test", "y_test")},
         )
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:

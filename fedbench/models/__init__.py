@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -35,12 +36,25 @@ MODELS: dict[str, type[nn.Module]] = {
 
 
 def build_model(
-    arch: str, input_shape: tuple[int, ...], num_classes: int, init_seed: int, **params
+    arch: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    init_seed: int,
+    extras: dict[str, np.ndarray] | None = None,
+    **params,
 ) -> nn.Module:
-    """Build `arch` with parameters initialised from `init_seed` (global RNG state is restored)."""
+    """Build `arch` with parameters initialised from `init_seed` (global RNG state is restored).
+
+    `extras`: the prepared dataset's extra arrays; a model class receives those it names in
+    `DATA_INPUTS` (e.g. Sent140's `embedding`) as keyword arguments.
+    """
     if arch not in MODELS:
         raise ValueError(f"unknown model arch {arch!r}; valid: {', '.join(sorted(MODELS))}")
     cls = MODELS[arch]
+    params = {
+        **{k: v for k, v in (extras or {}).items() if k in getattr(cls, "DATA_INPUTS", ())},
+        **params,
+    }
     # fork_rng keeps the caller's global torch RNG untouched: the seed is local to this build.
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed)

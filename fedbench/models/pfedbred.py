@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+from fedbench.models.recurrent import unrolled_lstm
+from fedbench.models.superfed import LSTM_IMPLS
 
 LEAKY_SLOPE = 0.1  # F.leaky_relu(x, negative_slope=0.1) in the release's DNN and LSTM
 
@@ -64,14 +69,21 @@ class CifarNet(nn.Module):
 
 
 class Sent140LSTM(nn.Module):
-    """The release's Sent140 LSTM on GloVe-embedded tweets: input (N, seq_len, embed_dim) floats.
+    """The release's Sent140 LSTM on GloVe-50 tweets: a frozen embedding, BiLSTM body, MLP head.
 
-    The release looks tokens up in a frozen GloVe-50 embedding; frozen, it is the same function
-    when the data holds the vectors, and it stays out of training and aggregation. Body: a 2-layer
-    bidirectional LSTM(50, 50); its code's 200-d encoding cat[out[:, -1, :H], out[:, -1, H:],
-    h_n[-1], h_n[-2]]. Head: Linear(200, hidden) -> leaky ReLU(0.1) -> Linear(hidden, C).
-    `hidden`: 5000 the code (`hidden_size*100`, what produced Table 1; spec §9.13), 100 the paper.
+    Input: token ids (N, seq_len) (floats are cast with `x.long()`), looked up in `embedding`,
+    the dataset's (vocab, 50) GloVe rows (`extras["embedding"]` of the `sent140` source), held
+    as a buffer: frozen as in the release (`Embedding.from_pretrained(freeze=True)`), so it is
+    neither trained nor aggregated. `vocab_size` instead of `embedding` gives a random frozen
+    table (shape checks, cost estimates; never real runs). Input (N, seq_len, embed_dim) is taken
+    as already embedded. Body: a 2-layer bidirectional LSTM(50, 50); the code's 200-d encoding
+    cat[out[:, -1, :H], out[:, -1, H:], h_n[-1], h_n[-2]]. Head: Linear(200, hidden) -> leaky
+    ReLU(0.1) -> Linear(hidden, C). `hidden`: 5000 the code (`hidden_size*100`, what produced
+    Table 1; spec §9.13), 100 the paper. `lstm_impl` as NextCharLSTM's: auto resolves to the fused
+    kernel under the sequential executor and the unrolled recurrence under vmap.
     """
+
+    DATA_INPUTS = ("embedding",)
 
     def __init__(
         self,
@@ -80,15 +92,42 @@ class Sent140LSTM(nn.Module):
         hidden: int = 5000,
         lstm_hidden: int = 50,
         layers: int = 2,
+        embedding: np.ndarray | None = None,
+        vocab_size: int | None = None,
+        embed_dim: int = 50,
+        lstm_impl: str = "auto",
     ):
         super().__init__()
-        if len(input_shape) != 2:
+        if lstm_impl not in LSTM_IMPLS:
             raise ValueError(
-                f"pfedbred_lstm needs (seq_len, embed_dim) embedded input, got {input_shape}"
+                f"pfedbred_lstm: lstm_impl must be one of {LSTM_IMPLS}, got {lstm_impl!r}"
+            )
+        self.lstm_impl = lstm_impl
+        if len(input_shape) == 1:
+            if embedding is not None:
+                table = torch.as_tensor(np.asarray(embedding, dtype=np.float32))
+                if table.ndim != 2:
+                    raise ValueError(f"pfedbred_lstm: embedding must be 2-D, got {table.shape}")
+            elif vocab_size is not None:
+                table = torch.randn(int(vocab_size), embed_dim)
+            else:
+                raise ValueError(
+                    "pfedbred_lstm on token ids needs the dataset's `embedding` extra array "
+                    "(the sent140 source ships it) or a `vocab_size`"
+                )
+            self.register_buffer("embedding", table)
+            width = table.shape[1]
+        elif len(input_shape) == 2:
+            self.embedding = None
+            width = input_shape[1]
+        else:
+            raise ValueError(
+                "pfedbred_lstm needs token ids (seq_len,) or embedded (seq_len, embed_dim) input, "
+                f"got {input_shape}"
             )
         self.body = nn.Module()
         self.body.lstm = nn.LSTM(
-            input_shape[1], lstm_hidden, num_layers=layers, batch_first=True, bidirectional=True
+            width, lstm_hidden, num_layers=layers, batch_first=True, bidirectional=True
         )
         self.head = nn.Sequential(
             nn.Linear(4 * lstm_hidden, hidden),
@@ -97,7 +136,12 @@ class Sent140LSTM(nn.Module):
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out, (h_n, _) = self.body.lstm(x)
+        if self.embedding is not None:
+            x = F.embedding(x.long(), self.embedding)
+        if self.lstm_impl == "native":
+            out, (h_n, _) = self.body.lstm(x)
+        else:
+            out, h_n = unrolled_lstm(self.body.lstm, x)
         size = self.body.lstm.hidden_size
         last = out[:, -1]
         enc = torch.cat([last[:, :size], last[:, size:], h_n[-1], h_n[-2]], dim=1)

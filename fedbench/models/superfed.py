@@ -12,6 +12,8 @@ import math
 import torch
 from torch import nn
 
+from fedbench.models.recurrent import unrolled_lstm
+
 
 def _bn(channels: int) -> nn.BatchNorm2d:
     return nn.BatchNorm2d(channels, track_running_stats=False)
@@ -251,24 +253,7 @@ class VGG9(nn.Module):
 
 def _unrolled_lstm(lstm: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
     """Last-step hidden state of a batch_first unidirectional `lstm`, step by step (vmap-safe)."""
-    out = x
-    for layer in range(lstm.num_layers):
-        w_ih = getattr(lstm, f"weight_ih_l{layer}")
-        w_hh = getattr(lstm, f"weight_hh_l{layer}")
-        pre = out @ w_ih.T  # input projections of all time steps at once: (N, T, 4H)
-        if lstm.bias:
-            pre = pre + getattr(lstm, f"bias_ih_l{layer}") + getattr(lstm, f"bias_hh_l{layer}")
-        h = c = None
-        steps = []
-        for t in range(pre.shape[1]):
-            gates = pre[:, t] if h is None else pre[:, t] + h @ w_hh.T
-            i, f, g, o = gates.chunk(4, dim=-1)  # PyTorch's gate order
-            i, f, g, o = torch.sigmoid(i), torch.sigmoid(f), torch.tanh(g), torch.sigmoid(o)
-            c = i * g if c is None else f * c + i * g
-            h = o * torch.tanh(c)
-            steps.append(h)
-        out = torch.stack(steps, dim=1)
-    return out[:, -1]
+    return unrolled_lstm(lstm, x)[0][:, -1]
 
 
 LSTM_IMPLS = ("auto", "unrolled", "native")

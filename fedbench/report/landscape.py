@@ -239,6 +239,7 @@ def compute_run_landscape(
         input_shape=tuple(ds.x_train.shape[1:]),
         num_classes=ds.num_classes,
         init_seed=0,  # replaced by the saved parameters
+        extras=ds.extras,
         **spec["model"]["params"],
     ).to(dev)
     params = torch.load(params_path, map_location=dev, weights_only=True)

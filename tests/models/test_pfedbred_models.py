@@ -14,6 +14,8 @@ from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.models import build_model
+from fedbench.models.recurrent import unrolled_lstm
+from fedbench.models.superfed import choose_recurrent_impl
 from fedbench.rng import Streams
 
 
@@ -123,7 +125,11 @@ def test_lstm_encoding_is_the_codes_concatenation():
 
 def test_bad_input_shapes_are_rejected():
     with pytest.raises(ValueError, match="seq_len, embed_dim"):
-        build_model("pfedbred_lstm", (80,), 2, init_seed=0)
+        build_model("pfedbred_lstm", (2, 25, 50), 2, init_seed=0)
+    with pytest.raises(ValueError, match="embedding"):
+        build_model("pfedbred_lstm", (25,), 2, init_seed=0)  # token ids without a table
+    with pytest.raises(ValueError, match="lstm_impl"):
+        build_model("pfedbred_lstm", (25, 50), 2, init_seed=0, lstm_impl="cudnn")
     with pytest.raises(ValueError, match="C, H, W"):
         build_model("pfedbred_cnn", (784,), 10, init_seed=0)
     with pytest.raises(ValueError, match="too small"):
@@ -172,3 +178,66 @@ def test_runs_under_the_auto_executor_and_executors_agree(arch, params, shape, c
             rtol=1e-4,
             atol=1e-5,
         )
+
+
+# --- Sent140: token ids and the dataset's frozen GloVe table --------------------------------
+
+
+@pytest.mark.parametrize(("bidirectional", "layers"), [(True, 2), (False, 2), (True, 1)])
+def test_unrolled_lstm_equals_the_fused_kernel(bidirectional, layers):
+    torch.manual_seed(0)
+    lstm = nn.LSTM(3, 4, num_layers=layers, batch_first=True, bidirectional=bidirectional)
+    x = torch.randn(2, 5, 3)
+    out, (h_n, _) = lstm(x)
+    u_out, u_h = unrolled_lstm(lstm, x)
+    torch.testing.assert_close(u_out, out)
+    torch.testing.assert_close(u_h, h_n)
+
+
+def test_token_ids_are_looked_up_in_the_frozen_dataset_table():
+    table = np.random.default_rng(0).normal(size=(7, 3)).astype(np.float32)
+    table[0] = 0.0  # PAD
+    kw = {"hidden": 5, "lstm_hidden": 2}
+    ids = build_model("pfedbred_lstm", (4,), 2, init_seed=1, extras={"embedding": table}, **kw)
+    emb = build_model("pfedbred_lstm", (4, 3), 2, init_seed=1, **kw)
+    tokens = torch.tensor([[1, 6, 0, 0], [5, 5, 2, 3]])
+    torch.testing.assert_close(ids(tokens.float()), emb(torch.from_numpy(table)[tokens]))
+    # A buffer: not a parameter, so never trained or aggregated; the parameters are the same.
+    assert "embedding" not in params_of(ids) and "embedding" in dict(ids.named_buffers())
+    assert _count(ids) == _count(emb)
+    # Models that do not declare the extra ignore it.
+    dnn = build_model("pfedbred_dnn", (1, 2, 2), 2, init_seed=0, extras={"embedding": table})
+    assert not list(dnn.buffers())
+
+
+@pytest.mark.filterwarnings("ignore:There is a performance drop")
+def test_lstm_native_sequential_equals_unrolled_vectorised():
+    """What run.py picks for each executor (lstm_impl auto) gives the same training."""
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 12, (24, 6)).astype(np.float32)  # token ids as floats, like sent140's
+    y = rng.integers(0, 2, 24)
+    idx = np.arange(24).reshape(3, 8)
+    fed = Federation.from_arrays(
+        x, y, [r[:6] for r in idx], [r[6:] for r in idx], x[:4], y[:4], 2, "cpu"
+    )
+    cfg = TrainConfig(rounds=1, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=2, eval_every=1)
+    out = {}
+    for ex in ("sequential", "vectorised"):
+        model = build_model(
+            "pfedbred_lstm",
+            (6,),
+            2,
+            init_seed=0,
+            hidden=8,
+            lstm_hidden=4,
+            vocab_size=12,
+            embed_dim=5,
+        )
+        assert choose_recurrent_impl(model, ex) == {"sequential": "native"}.get(ex, "unrolled")
+        p0 = params_of(model)
+        out[ex] = run_rounds(
+            build_algorithm("fedavg"), make_apply(model), fed, cfg, Streams(1), p0, executor=ex
+        ).global_params
+    for k in p0:
+        assert not torch.equal(out["sequential"][k], p0[k]), k
+        torch.testing.assert_close(out["sequential"][k], out["vectorised"][k], rtol=1e-4, atol=1e-5)
