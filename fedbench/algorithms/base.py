@@ -85,9 +85,16 @@ class Algorithm:
         evaluates (FedEM's mixture of M copies; pFedBayes' posterior mean); FedAvg: `apply`."""
         return apply
 
-    def init_global(self, init_params: Params, fresh: Callable[[int], Params]) -> Params:
+    def init_global(
+        self,
+        init_params: Params,
+        fresh: Callable[[int], Params],
+        rng: torch.Generator,
+        num_clients: int,
+    ) -> Params:
         """Round-1 global parameters from the run's initialisation; `fresh(i)` = the i-th
-        independent initialisation of the network (FedEM's components)."""
+        independent initialisation of the network (FedEM's components), `rng` = the `init`
+        stream's generator for parameters of the algorithm's own (pFedHN's hypernetwork)."""
         return dict(init_params)
 
     def local_epochs(self, epochs: int) -> int:
