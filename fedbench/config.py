@@ -25,7 +25,15 @@ TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", 
 DATA_MODES = ("real", "standin")
 SCALE_KEYS = ("data", "caps", "description", "standin_size")
 CAP_KEYS = ("rounds", "num_clients", "clients_per_round", "local_epochs", "seeds")
-PARTITION_KINDS = ("iid", "shards", "dirichlet", "dirichlet_capped", "natural", "label_powerlaw")
+PARTITION_KINDS = (
+    "iid",
+    "shards",
+    "dirichlet",
+    "dirichlet_capped",
+    "dirichlet_equal",
+    "natural",
+    "label_powerlaw",
+)
 
 
 class ConfigError(ValueError):

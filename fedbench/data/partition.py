@@ -176,6 +176,43 @@ def dirichlet_capped(
     return _as_clients([c for c in clients if len(c) > drop_at_most])
 
 
+def dirichlet_equal(
+    labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator
+) -> list[np.ndarray]:
+    """Equal-size clients, each with its own class mix q_k ~ Dir(alpha * 1_C) (Hsu et al. 2019,
+    the setting of pFedBreD's Table 4): client k, in turn, draws floor(N/K) samples without
+    replacement, class by class from q_k renormalised over the classes not yet used up."""
+    labels = np.asarray(labels)
+    n = len(labels)
+    if not np.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    _check_clients(num_clients, n)
+    classes = np.unique(labels)
+    pools = [list(rng.permutation(np.flatnonzero(labels == c))) for c in classes]
+    left = np.array([len(p) for p in pools], dtype=np.int64)
+    size = n // num_clients
+    clients = []
+    for _ in range(num_clients):
+        q = rng.dirichlet(np.full(len(classes), float(alpha)))
+        take = np.zeros(len(classes), dtype=np.int64)
+        need = size
+        while need > 0:
+            # Redistribute over classes that still have samples; at tiny alpha q may be
+            # concentrated on exhausted classes, so fall back to the classes' remaining sizes.
+            room = left - take
+            w = np.where(room > 0, q, 0.0)
+            w = w / w.sum() if w.sum() > 0 else room / room.sum()
+            draw = np.minimum(rng.multinomial(need, w), room)
+            take += draw
+            need -= int(draw.sum())
+        chunk = []
+        for j, t in enumerate(take):
+            chunk.extend(pools[j][len(pools[j]) - left[j] : len(pools[j]) - left[j] + t])
+            left[j] -= t
+        clients.append(np.asarray(chunk, dtype=np.int64))
+    return _as_clients(clients)
+
+
 def natural(groups: np.ndarray) -> list[np.ndarray]:
     """One client per distinct group id (in increasing id order)."""
     groups = np.asarray(groups)
@@ -388,6 +425,10 @@ def _build_dirichlet_capped(labels, groups, rng, num_clients, alpha, drop_at_mos
     return clients, {"clients_kept": len(clients), "clients_asked": num_clients}
 
 
+def _build_dirichlet_equal(labels, groups, rng, num_clients, alpha):
+    return dirichlet_equal(labels, num_clients, alpha, rng), {}
+
+
 def _build_natural(labels, groups, rng, num_clients):
     if groups is None:
         raise ValueError("partition kind 'natural' needs a dataset with groups (natural clients)")
@@ -424,6 +465,7 @@ PARTITIONERS: dict[str, Partitioner] = {
     "dirichlet_capped": Partitioner(
         _build_dirichlet_capped, ("num_clients", "alpha"), {"drop_at_most": 10}
     ),
+    "dirichlet_equal": Partitioner(_build_dirichlet_equal, ("num_clients", "alpha"), {}),
     "natural": Partitioner(_build_natural, (), {"num_clients": None}),
     "label_powerlaw": Partitioner(
         _build_label_powerlaw,

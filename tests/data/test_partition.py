@@ -166,6 +166,7 @@ def test_registry_kinds():
     assert sorted(PARTITIONERS) == [
         "dirichlet",
         "dirichlet_capped",
+        "dirichlet_equal",
         "iid",
         "label_powerlaw",
         "natural",
