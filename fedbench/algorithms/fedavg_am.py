@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from fedbench.algorithms.base import Algorithm, ServerContext
+from fedbench.algorithms.server_opt import server_step
 from fedbench.engine.functional import weighted_mean
 
 
@@ -24,5 +25,4 @@ class FedAvgAM(Algorithm):
 
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
         mean_delta = weighted_mean(messages["delta"], messages["weight"])
-        step = {k: v + self.beta * mean_delta[k] for k, v in global_params.items()}
-        return step, server_state
+        return server_step("sgd", global_params, mean_delta, server_state, lr=self.beta)

@@ -28,6 +28,11 @@ PARAMS = {
     "superfed": {"start": 0.4, "mode": "lm", "nu": 1.0, "mu": 0.1},
     "pfedme": {"mu": 1.0},
 }
+# Training settings an algorithm needs: AAggFF-S is defined for full participation only.
+CFG_FOR = {
+    "aaggff_s": {"clients_per_round": 4},
+    "aaggff_s_prox": {"clients_per_round": 4},
+}
 
 
 def _fresh(p0):
@@ -54,7 +59,7 @@ def test_executors_agree(name, chunk, tiny):
     algo = build_algorithm(name, **PARAMS.get(name, {}))
     runs = {}
     for ex in ("sequential", "vectorised"):
-        cfg = TrainConfig(**CFG, chunk_size=chunk)
+        cfg = TrainConfig(**{**CFG, **CFG_FOR.get(name, {})}, chunk_size=chunk)
         runs[ex] = run_rounds(
             algo, apply, fed, cfg, Streams(5), p0, executor=ex, fresh_init=_fresh(p0)
         )
