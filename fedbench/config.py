@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from fedbench.algorithms import build_algorithm
+from fedbench.algorithms import ALGORITHMS, build_algorithm
 from fedbench.data.partition import check_partition_spec
 from fedbench.data.transform import check_transform
 from fedbench.engine.config import TrainConfig
@@ -98,13 +100,26 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
     for section in SECTIONS:
         if section not in catalog or not isinstance(catalog[section], dict):
             raise ConfigError(f"config: missing section {section!r}")
+    _check_top_values(catalog)
     scales = catalog.get("scales", {})
+    if not isinstance(scales, dict) or not scales:
+        raise ConfigError("config: 'scales' must be a non-empty mapping of scale names")
     for name, sc in scales.items():
         _keys(f"scales.{name}", sc, SCALE_KEYS)
         if sc.get("data", "real") not in DATA_MODES:
             raise ConfigError(f"scales.{name}.data: must be one of {DATA_MODES}")
         _keys(f"scales.{name}.caps", sc.get("caps", {}), CAP_KEYS)
         _keys(f"scales.{name}.standin_size", sc.get("standin_size", {}), ("n_train", "n_test"))
+        for key, value in sc.get("caps", {}).items():
+            if not _is_int(value) or value < 1:
+                raise ConfigError(
+                    f"scales.{name}.caps.{key}: must be a positive integer, got {value!r}"
+                )
+        for key, value in sc.get("standin_size", {}).items():
+            if not _is_int(value) or value < 10:
+                raise ConfigError(
+                    f"scales.{name}.standin_size.{key}: must be an integer >= 10, got {value!r}"
+                )
     if catalog.get("scale") is not None and catalog["scale"] not in scales:
         raise ConfigError(f"scale: {catalog.get('scale')!r} is not one of {sorted(scales)}")
     for name, e in catalog["datasets"].items():
@@ -114,6 +129,12 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
                 f"datasets.{name}.source: unknown source {e.get('source')!r}; "
                 f"valid: {sorted(SOURCES)}"
             )
+        if not isinstance(e.get("params", {}), dict):
+            raise ConfigError(f"datasets.{name}.params: expected a mapping, got {e['params']!r}")
+        try:
+            SOURCES[e["source"]].check_params(e.get("params", {}))
+        except ValueError as err:
+            raise ConfigError(f"datasets.{name}.params: {err}") from None
         try:
             check_transform(name, e.get("transform"))
         except ValueError as err:
@@ -134,35 +155,98 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
             raise ConfigError(
                 f"models.{name}.arch: unknown arch {e.get('arch')!r}; valid: {sorted(MODELS)}"
             )
+        if not isinstance(e.get("params", {}), dict):
+            raise ConfigError(f"models.{name}.params: expected a mapping, got {e['params']!r}")
     for name, e in catalog["algorithms"].items():
         if not isinstance(e, dict) or "algorithm" not in e:
             raise ConfigError(f"algorithms.{name}: needs an 'algorithm' key")
+        cls = ALGORITHMS.get(e["algorithm"])
+        fields = {f.name: str(f.type) for f in dataclasses.fields(cls)} if cls else {}
+        for key, value in _algo_params(e).items():
+            why = _type_mismatch(fields.get(key, ""), value)
+            if why is not None:
+                raise ConfigError(f"algorithms.{name}.{key}: must be {why} (got {value!r})")
         try:
             build_algorithm(e["algorithm"], **_algo_params(e))
         except (ValueError, TypeError) as err:
             raise ConfigError(f"algorithms.{name}: {err}") from None
-    # Every training block must be valid on its own keys, merged over the defaults.
+    # Every training block must be valid on its own: its keys, the type and range of each value.
     for section in SECTIONS:
         for name, e in catalog[section].items():
             if "training" in e:
                 try:
-                    _check_training_keys(e["training"])
+                    _check_training_block(e["training"])
                 except ValueError as err:
                     raise ConfigError(f"{section}.{name}.{err}") from None
     try:
-        _check_training_keys(catalog.get("training", {}))
+        _check_training_block(catalog.get("training", {}))
     except ValueError as err:
         raise ConfigError(str(err)) from None
 
 
-def _check_training_keys(block: dict) -> None:
-    """Key names only: values are checked on the merged block of each run (resolve_training)."""
+DEVICE_RE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_top_values(catalog: dict) -> None:
+    """threads, gpus_per_run, device, scale (also set from the command line with --config)."""
+    if "threads" in catalog and (not _is_int(catalog["threads"]) or catalog["threads"] < 1):
+        raise ConfigError(f"threads: must be a positive integer, got {catalog['threads']!r}")
+    gpus = catalog.get("gpus_per_run", 0)
+    if not _is_int(gpus) or gpus < 0:
+        raise ConfigError(f"gpus_per_run: must be an integer >= 0, got {gpus!r}")
+    device = catalog.get("device", "auto")
+    if not isinstance(device, str) or not DEVICE_RE.fullmatch(device):
+        raise ConfigError(f"device: must be auto, cpu, cuda or cuda:N, got {device!r}")
+    if catalog.get("scale") is not None and not isinstance(catalog["scale"], str):
+        raise ConfigError(f"scale: must be a scale name or null, got {catalog['scale']!r}")
+
+
+# A neutral complete block: each catalog block is checked over it, so its own values are judged
+# whether or not the defaults it will be merged with are valid.
+_NEUTRAL_TRAINING = {"rounds": 1, "batch_size": 1, "lr": 1.0, "local_epochs": 1}
+_EXCLUSIVE = (("local_epochs", "local_steps"), ("clients_per_round", "participation"))
+
+
+def _check_training_block(block: dict) -> None:
+    """A training block's keys, value types (from TrainConfig's annotations) and ranges."""
     if not isinstance(block, dict):
-        raise ValueError("training: expected a mapping")
-    valid = [f.name for f in dataclasses.fields(TrainConfig)]
-    unknown = sorted(set(block) - set(valid))
+        raise ValueError(f"training: expected a mapping, got {block!r}")
+    fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(block) - set(fields))
     if unknown:
-        raise ValueError(f"training: unknown key(s) {unknown}; valid: {valid}")
+        raise ValueError(f"training: unknown key(s) {unknown}; valid: {list(fields)}")
+    for key, value in block.items():
+        why = _type_mismatch(str(fields[key].type), value)
+        if why is not None:
+            raise ValueError(f"training.{key}: must be {why} (got {value!r})")
+    base = dict(_NEUTRAL_TRAINING)
+    if "local_steps" in block:
+        base.pop("local_epochs")
+    if "participation" not in block:
+        base["clients_per_round"] = 1
+    TrainConfig.from_dict({**base, **block})
+
+
+def _type_mismatch(annotation: str, value: Any) -> str | None:
+    """Why `value` does not fit a TrainConfig field annotation (None = fits or not checked)."""
+    optional = annotation.endswith("| None")
+    if value is None:
+        return None if optional or annotation.startswith("Augment") else "set (not null)"
+    base = annotation.removesuffix("| None").strip()
+    if base == "int":
+        return None if _is_int(value) else "an integer"
+    if base == "float":
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return None if number and math.isfinite(value) else "a finite number"
+    if base == "str":
+        return None if isinstance(value, str) else "a string"
+    if base == "bool":
+        return None if isinstance(value, bool) else "true or false"
+    return None
 
 
 def _algo_params(entry: dict) -> dict[str, Any]:
@@ -259,5 +343,21 @@ def resolve_run(
         "partition": {"name": partition, **resolve_partition(catalog, partition, scale)},
         "model": {"name": model, "arch": m["arch"], "params": dict(m.get("params", {}))},
         "algorithm": {"name": algorithm, "algorithm": a["algorithm"], "params": _algo_params(a)},
-        "training": resolve_training(catalog, dataset, partition, model, algorithm, scale),
+        "training": _check_participants(
+            resolve_training(catalog, dataset, partition, model, algorithm, scale),
+            resolve_partition(catalog, partition, scale),
+            partition,
+            scale,
+        ),
     }
+
+
+def _check_participants(training: dict, part: dict, name: str, scale: str) -> dict[str, Any]:
+    """clients_per_round may not exceed the partition's num_clients (after the scale's caps)."""
+    k, m = part.get("num_clients"), training.get("clients_per_round")
+    if k is not None and m is not None and m > k:
+        raise ConfigError(
+            f"training.clients_per_round: {m} exceeds the {k} clients of partition {name!r} "
+            f"at scale {scale}; valid: 1..{k}"
+        )
+    return training

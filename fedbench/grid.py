@@ -9,7 +9,14 @@ from typing import Any
 import yaml
 
 from fedbench.algorithms import ALGORITHMS
-from fedbench.config import ConfigError, data_mode, resolve_run
+from fedbench.config import (
+    ConfigError,
+    catalog_files,
+    data_mode,
+    extend_catalog,
+    resolve_run,
+    validate_catalog,
+)
 from fedbench.engine.loop import CLIENT_METRICS
 from fedbench.metrics import PACK_STATS
 
@@ -103,6 +110,19 @@ def load_grid(path: str | Path, catalog: dict[str, Any]) -> Grid:
 def load_grids(folder: str | Path, catalog: dict[str, Any]) -> dict[str, Grid]:
     """Every grid in `folder`, by paper name."""
     return {p.stem: load_grid(p, catalog) for p in sorted(Path(folder).glob("*.yaml"))}
+
+
+def load_workflow(
+    config: dict[str, Any], config_dir: str | Path = "config", papers_dir: str | Path | None = None
+) -> dict[str, Grid]:
+    """What the Snakefile checks at DAG build, in one call: add config/catalog/*.yaml to `config`
+    (in place), validate the catalog, load every grid and resolve every run at its scale."""
+    extend_catalog(config, catalog_files(config_dir))
+    validate_catalog(config)
+    grids = load_grids(papers_dir if papers_dir is not None else Path(config_dir, "papers"), config)
+    for grid in grids.values():
+        validate_runs(grid, config, resolve_scale(grid, config.get("scale")))
+    return grids
 
 
 def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
@@ -342,7 +362,7 @@ def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
                 catalog, scale, key.dataset, key.partition, key.model, key.algorithm, key.seed
             )
         except ValueError as err:
-            raise ConfigError(f"{grid.name}: run {key.folder(scale)}: {err}") from None
+            raise ConfigError(f"{grid.path.name}: run {key.folder(scale)}: {err}") from None
 
 
 def _spec_fields(grid: Grid, kind: str, name: str, catalog: dict, scale: str) -> dict[str, Any]:

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from fedbench.data.noise import KINDS as NOISE_KINDS
+from fedbench.data.noise import VARIANTS as NOISE_VARIANTS
 from fedbench.data.noise import noisy_partition_labels
 from fedbench.io import atomic_path
 
@@ -506,6 +508,50 @@ def check_partition_spec(spec: dict[str, Any]) -> None:
         raise ValueError(
             f"{kind} partition: pool_fraction must be a number in (0, 1], got {value!r}"
         )
+    for key, value in spec.items():
+        why = _bad_value(key, value)
+        if why is not None:
+            raise ValueError(f"{kind} partition: {key} must be {why}, got {value!r}")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _bad_value(key: str, v: Any) -> str | None:
+    """Why a spec value is out of range (None = fine): checked when the config is loaded, so a
+    bad value fails at DAG build rather than in the partition job."""
+    if key == "num_clients":
+        return None if v is None or (_is_int(v) and v >= 1) else "a positive integer"
+    if key in ("shards_per_client", "labels_per_client", "max_tries"):
+        return None if _is_int(v) and v >= 1 else "a positive integer"
+    if key in ("min_size", "drop_at_most"):
+        return None if _is_int(v) and v >= 0 else "an integer >= 0"
+    if key == "alpha":
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 0
+        return None if ok else "a finite number > 0"
+    if key == "assignment":
+        return None if v in ASSIGNMENTS else f"one of {list(ASSIGNMENTS)}"
+    if key == "sizes":
+        return None if v in POWERLAW_SIZES else f"one of {list(POWERLAW_SIZES)}"
+    if key == "mnist_label_bug":
+        return None if isinstance(v, bool) else "true or false"
+    if key in LABEL_KEYS:
+        return None if isinstance(v, str) else "a string"
+    if key == "label_noise" and v is not None:
+        ok = isinstance(v, dict) and not set(v) - set(NOISE_KEYS) and "kind" in v and "eps" in v
+        eps = v.get("eps") if isinstance(v, dict) else None
+        ok = ok and v["kind"] in NOISE_KINDS and v.get("variant", "thesis") in NOISE_VARIANTS
+        ok = ok and isinstance(eps, (int, float)) and not isinstance(eps, bool) and 0 <= eps <= 1
+        return (
+            None
+            if ok
+            else (
+                f"null or a mapping {{kind: {'|'.join(NOISE_KINDS)}, eps: a number in [0, 1], "
+                f"variant: {'|'.join(NOISE_VARIANTS)} (optional)}}"
+            )
+        )
+    return None
 
 
 def make_partition(

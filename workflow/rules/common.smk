@@ -2,32 +2,24 @@
 import re
 
 from fedbench.config import (
-    catalog_files,
-    extend_catalog,
     data_mode,
     resolve_dataset,
     resolve_partition,
     resolve_run,
     standin_size,
-    validate_catalog,
 )
 from fedbench.data import SOURCES
 from fedbench.grid import (
     cells,
     landscape_file,
     landscape_panels,
-    load_grids,
+    load_workflow,
     output_files,
     resolve_scale,
-    validate_runs,
 )
 from fedbench.report.landscape import LandscapeSettings
 
-extend_catalog(config, catalog_files("config"))
-validate_catalog(config)
-GRIDS = load_grids("config/papers", config)
-for _grid in GRIDS.values():
-    validate_runs(_grid, config, resolve_scale(_grid, config.get("scale")))
+GRIDS = load_workflow(config, "config")
 
 
 def _alternatives(names):
