@@ -8,10 +8,17 @@ from typing import Any
 import numpy as np
 
 from fedbench.data.base import ArrayDataset, FetchError, Source, manifest_verifies
+from fedbench.data.berka import Berka
 from fedbench.data.cifar import Cifar10, Cifar100
+from fedbench.data.heart import Heart
+from fedbench.data.isic import ISIC2019
+from fedbench.data.leaf_aaggff import LeafCelebA, LeafReddit
 from fedbench.data.leaf_femnist import Femnist, FemnistLeaf
 from fedbench.data.mnist import MNIST, FashionMNIST, MNIST5k
+from fedbench.data.mqp import MQP
+from fedbench.data.sent140 import Sent140
 from fedbench.data.shakespeare import LeafShakespeare, ShakespearePlays
+from fedbench.data.speechcommands import SpeechCommands
 from fedbench.data.synthetic import Synthetic
 from fedbench.data.tinyimagenet import TinyImageNet
 
@@ -29,6 +36,15 @@ SOURCES: dict[str, Source] = {
     "femnist": Femnist(),
     "femnist_leaf": FemnistLeaf(),
     "tinyimagenet": TinyImageNet(),
+    # AAggFF (aaggff.md §9.4): natural clients in `groups`
+    "berka": Berka(),
+    "mqp": MQP(),
+    "isic2019": ISIC2019(),
+    "leaf_celeba": LeafCelebA(),
+    "leaf_reddit": LeafReddit(),
+    "speechcommands": SpeechCommands(),
+    "heart": Heart(),
+    "sent140": Sent140(),
 }
 
 MODES = ("real", "standin")
