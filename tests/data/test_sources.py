@@ -185,15 +185,23 @@ def test_standin_is_learnable():
 
 def test_registry_and_params():
     assert sorted(SOURCES) == [
+        "berka",
         "cifar10",
         "cifar100",
         "fashion_mnist",
         "femnist",
         "femnist_leaf",
+        "heart",
+        "isic2019",
+        "leaf_celeba",
+        "leaf_reddit",
         "leaf_shakespeare",
         "mnist",
         "mnist5k",
+        "mqp",
+        "sent140",
         "shakespeare_plays",
+        "speechcommands",
         "synthetic",
         "tinyimagenet",
     ]
