@@ -42,7 +42,7 @@ def simplex_qp(
     lo: float | np.ndarray = 0.0,
     hi: float | np.ndarray | None = None,
     x0: np.ndarray | None = None,
-    tol: float = 1e-12,
+    tol: float = 1e-11,
 ) -> np.ndarray:
     """argmin ½xᵀQx + cᵀx over Σx = 1, lo ≤ x ≤ hi, for a positive (semi)definite Q.
 
@@ -64,8 +64,10 @@ def simplex_qp(
     for _ in range(50 * K + 100):
         g = Q @ x + c
         free = at == 0
-        d = _eqp(Q, g, free) if free.any() else np.zeros(K)
-        if np.abs(d).max() <= tol * max(1.0, np.abs(x).max()):
+        # On the free coordinates the point is stationary when their gradients are all equal.
+        spread = float(np.ptp(g[free])) if free.any() else 0.0
+        d = _eqp(Q, g, free) if spread > tol * scale else np.zeros(K)
+        if not g @ d < 0:
             # Stationary on the working set: release the bound whose multiplier has the wrong sign.
             if free.any():
                 lam = g[free].mean()
