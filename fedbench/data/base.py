@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from fedbench.data.checksum import REGENERATE, ChecksumError, verify, with_checksum
 from fedbench.data.fetch import (
     DEFAULT_TIMEOUT,
     FetchError,
@@ -100,7 +101,7 @@ def save_dataset(ds: ArrayDataset, path: str | os.PathLike) -> None:
         arrays["groups"] = ds.groups
     arrays.update({EXTRA + k: v for k, v in ds.extras.items()})
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+        np.savez(f, **with_checksum({"meta": np.array(json.dumps(meta)), **arrays}))
 
 
 def load_dataset(path: str | os.PathLike) -> ArrayDataset:
@@ -111,6 +112,8 @@ def load_dataset(path: str | os.PathLike) -> ArrayDataset:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
+        verify(arrays, path, REGENERATE.format(path=path, rule="prepare"))
+        arrays.pop("sha256", None)
         meta = json.loads(str(arrays.pop("meta")))
         return ArrayDataset(
             name=meta["name"],
@@ -121,10 +124,12 @@ def load_dataset(path: str | os.PathLike) -> ArrayDataset:
             extras={k[len(EXTRA) :]: v for k, v in arrays.items() if k.startswith(EXTRA)},
             **{k: arrays[k] for k in ("x_train", "y_train", "x_test", "y_test")},
         )
+    except ChecksumError:
+        raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise ValueError(
             f"dataset file {path} is corrupt or not a fedbench dataset "
-            f"({type(err).__name__}: {err}); delete it and prepare it again"
+            f"({type(err).__name__}: {err}); " + REGENERATE.format(path=path, rule="prepare")
         ) from None
 
 

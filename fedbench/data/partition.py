@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from fedbench.data.checksum import REGENERATE, ChecksumError, verify, with_checksum
 from fedbench.data.noise import KINDS as NOISE_KINDS
 from fedbench.data.noise import VARIANTS as NOISE_VARIANTS
 from fedbench.data.noise import noisy_partition_labels
@@ -365,8 +366,7 @@ def save_partition(path: str | os.PathLike, p: Partition) -> None:
     # Written only when there is one, so partitions without validation keep their bytes.
     val = dict(zip(("val", "val_offsets"), _pack(p.val))) if p.val else {}
     with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez(
-            f,
+        arrays = dict(
             train=train,
             train_offsets=train_off,
             test=test,
@@ -375,6 +375,7 @@ def save_partition(path: str | os.PathLike, p: Partition) -> None:
             **({} if p.labels is None else {"labels": np.asarray(p.labels, dtype=np.int64)}),
             **val,
         )
+        np.savez(f, **with_checksum(arrays))
 
 
 def load_partition(path: str | os.PathLike) -> Partition:
@@ -385,15 +386,18 @@ def load_partition(path: str | os.PathLike) -> Partition:
     try:
         with np.load(path, allow_pickle=False) as z:
             a = {k: z[k] for k in z.files}
+        verify(a, path, REGENERATE.format(path=path, rule="partition"))
         train = _unpack(a["train"], a["train_offsets"])
         test = _unpack(a["test"], a["test_offsets"])
         meta = json.loads(str(a["meta"]))
         labels = a.get("labels")
         val = _unpack(a["val"], a["val_offsets"]) if "val" in a else []
+    except ChecksumError:
+        raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
         raise ValueError(
             f"partition file {path} is corrupt or not a fedbench partition "
-            f"({type(err).__name__}: {err}); delete it and partition again"
+            f"({type(err).__name__}: {err}); " + REGENERATE.format(path=path, rule="partition")
         ) from None
     if len(train) != len(test) or len(val) not in (0, len(train)):
         raise ValueError(f"partition file {path}: train, test and val client counts differ")

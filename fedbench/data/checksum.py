@@ -1,0 +1,57 @@
+"""Content checksums of the .npz files the workflow writes (prepared datasets, partitions).
+
+The writer stores a SHA-256 of the arrays' content as one more array (`sha256`) in the same file,
+so the file and its checksum are renamed into place together; the loader recomputes it and a file
+that was damaged after it was written (a flipped bit, a truncated copy) is named with the way to
+regenerate it. Files written before checksums existed have no `sha256` and are read unchecked.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import numpy as np
+
+KEY = "sha256"
+# How to rebuild a damaged file the workflow wrote (a prepared dataset or a partition).
+REGENERATE = "delete {path} and rerun snakemake: its {rule} rule writes it again"
+
+
+class ChecksumError(ValueError):
+    """A file whose content no longer matches the checksum written with it."""
+
+
+def content_sha256(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 over every array (name, dtype, shape, bytes), in name order; `sha256` excluded."""
+    h = hashlib.sha256()
+    for name in sorted(k for k in arrays if k != KEY):
+        a = np.ascontiguousarray(arrays[name])
+        header = f"{name}\0{a.dtype.str}\0{a.shape}\0".encode()
+        h.update(len(header).to_bytes(8, "little") + header)
+        if a.dtype.kind in "OV":
+            raise TypeError(f"array {name!r}: dtype {a.dtype} cannot be checksummed")
+        h.update(a.reshape(-1).view(np.uint8))  # no copy of a contiguous array
+    return h.hexdigest()
+
+
+def with_checksum(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The arrays plus their `sha256` entry, ready for np.savez."""
+    return {**arrays, KEY: np.array(content_sha256(arrays))}
+
+
+def verify(arrays: dict[str, np.ndarray], path: str | os.PathLike, regenerate: str) -> None:
+    """Raise ChecksumError naming `path` if its stored checksum differs from its content.
+
+    `regenerate` says how to rebuild the file (e.g. "delete it and rerun the partition job").
+    """
+    if KEY not in arrays:
+        return
+    stored = str(arrays[KEY])
+    actual = content_sha256(arrays)
+    if stored != actual:
+        raise ChecksumError(
+            f"{path}: content does not match its stored sha256 (stored {stored[:12]}..., "
+            f"content {actual[:12]}...): the file was damaged after it was written; "
+            f"{regenerate}"
+        )

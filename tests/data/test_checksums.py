@@ -1,0 +1,154 @@
+"""Damaged workflow files are caught by checksum: prepared datasets, partitions, raw downloads."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from fedbench.data.base import (
+    ArrayDataset,
+    RemoteFile,
+    load_dataset,
+    manifest_verifies,
+    save_dataset,
+)
+from fedbench.data.checksum import ChecksumError, content_sha256
+from fedbench.data.fetch import digests
+from fedbench.data.partition import Partition, load_partition, save_partition
+
+
+def _dataset() -> ArrayDataset:
+    rng = np.random.default_rng(1)
+    return ArrayDataset(
+        name="toy",
+        x_train=rng.random((40, 1, 4, 4), dtype=np.float32),
+        y_train=np.arange(40, dtype=np.int64) % 4,
+        x_test=rng.random((8, 1, 4, 4), dtype=np.float32),
+        y_test=np.arange(8, dtype=np.int64) % 4,
+        num_classes=4,
+        standin=True,
+        provenance="test",
+    )
+
+
+def _partition() -> Partition:
+    train = [np.arange(0, 15), np.arange(20, 35)]
+    test = [np.arange(15, 20), np.arange(35, 40)]
+    return Partition(train, test, {"kind": "toy"})
+
+
+def _arrays(path) -> dict[str, np.ndarray]:
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def _rewrite(path, change) -> None:
+    """Rewrite the .npz as a valid zip (fresh CRCs) with `change` applied to its arrays and the
+    stored checksum kept: content altered behind the checksum's back."""
+    arrays = _arrays(path)
+    change(arrays)
+    with open(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+SAVE_LOAD = {
+    "dataset": (_dataset, save_dataset, load_dataset, "prepare"),
+    "partition": (_partition, save_partition, load_partition, "partition"),
+}
+
+
+def _save(kind, path):
+    make, save, *_ = SAVE_LOAD[kind]
+    if kind == "dataset":
+        save(make(), path)
+    else:
+        save(path, make())
+
+
+@pytest.mark.parametrize("kind", SAVE_LOAD)
+def test_writer_stores_a_checksum_of_the_content(tmp_path, kind):
+    _, _, load, _ = SAVE_LOAD[kind]
+    path = tmp_path / f"{kind}.npz"
+    _save(kind, path)
+    arrays = _arrays(path)
+    assert "sha256" in arrays and len(str(arrays["sha256"])) == 64
+    load(path)  # an intact file verifies
+    # The digest depends on every array's content, dtype and shape.
+    base = content_sha256(arrays)
+    for key in ("meta", *[k for k in arrays if k not in ("sha256", "meta")][:2]):
+        changed = dict(arrays)
+        changed[key] = np.array(str(arrays[key]) + " ") if key == "meta" else arrays[key][:-1]
+        assert content_sha256(changed) != base
+    as_int64 = {**arrays, "y": np.zeros(3, np.int64)}
+    assert content_sha256(as_int64) != content_sha256({**arrays, "y": np.zeros(6, np.int32)})
+
+
+@pytest.mark.parametrize("kind", SAVE_LOAD)
+def test_altered_content_is_named_with_how_to_regenerate(tmp_path, kind):
+    _, _, load, rule = SAVE_LOAD[kind]
+    path = tmp_path / f"{kind}.npz"
+    _save(kind, path)
+    key = "x_train" if kind == "dataset" else "train"
+
+    def bump(arrays):
+        arrays[key] = arrays[key].copy()
+        arrays[key].flat[3] += 1
+
+    _rewrite(path, bump)
+    with pytest.raises(ChecksumError) as info:
+        load(path)
+    message = str(info.value)
+    assert str(path) in message and "sha256" in message
+    assert f"delete {path} and rerun snakemake: its {rule} rule" in message
+
+
+@pytest.mark.parametrize("kind", SAVE_LOAD)
+@pytest.mark.parametrize("damage", ["flip", "truncate"])
+def test_flipped_or_truncated_file_is_named(tmp_path, kind, damage):
+    _, _, load, rule = SAVE_LOAD[kind]
+    path = tmp_path / f"{kind}.npz"
+    _save(kind, path)
+    data = bytearray(path.read_bytes())
+    if damage == "flip":
+        # A byte near the end of the first array's data: past the local zip header (30 bytes,
+        # the name, the extra field) and the .npy header, at the member's last bytes.
+        with zipfile.ZipFile(path) as z:
+            info = z.infolist()[0]
+        start = info.header_offset + 30 + len(info.filename)
+        start += int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little")
+        data[start + info.compress_size - 3] ^= 0xFF
+    else:
+        data = data[: len(data) * 2 // 3]
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError) as err:
+        load(path)
+    assert str(path) in str(err.value)
+    assert f"delete {path} and rerun snakemake: its {rule} rule" in str(err.value)
+
+
+@pytest.mark.parametrize("kind", SAVE_LOAD)
+def test_files_from_before_checksums_still_load(tmp_path, kind):
+    _, _, load, _ = SAVE_LOAD[kind]
+    path = tmp_path / f"{kind}.npz"
+    _save(kind, path)
+    _rewrite(path, lambda arrays: arrays.pop("sha256"))
+    load(path)
+
+
+def test_raw_file_with_one_flipped_byte_fails_its_manifest(tmp_path):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a.bin").write_bytes(bytes(range(256)) * 4)
+    d = digests(raw / "a.bin")
+    (raw / "MANIFEST.json").write_text(
+        json.dumps({"a.bin": {"bytes": 1024, "sha256": d["sha256"]}})
+    )
+    files = [RemoteFile("a.bin", ("http://127.0.0.1:9/a.bin",))]
+    assert manifest_verifies(raw, files)
+    data = bytearray((raw / "a.bin").read_bytes())
+    data[500] ^= 0x01  # same size: only the checksum can tell
+    (raw / "a.bin").write_bytes(bytes(data))
+    assert not manifest_verifies(raw, files)
