@@ -17,7 +17,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test,offline]'
+	$(BIN)/python -m pip install --quiet -e '.[test,offline,cluster]'
 	touch $@
 
 # Real offline data on Debian: the Fashion-MNIST package (skipped quietly where apt is unavailable).
