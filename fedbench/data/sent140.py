@@ -7,7 +7,8 @@ Raw files: Sentiment140's `trainingandtestdata.zip` (Stanford; LEAF's get_data.s
    sorted order, a user's tweets in file order), label 1 for polarity "4", else 0
    (data_to_json.py); a user sample that reaches `fraction` of all tweets (sample.py's niid
    `--sf`, drawn with `sample_seed`; LEAF's default seed is the clock, so the release's users
-   cannot be recovered); users with fewer than `min_samples` tweets dropped (`-k`).
+   cannot be recovered; the last user cut to hit the number); users with fewer than
+   `min_samples` tweets dropped (`-k`).
 2. pFedBreD's prepare_train_test_niid.py: text lower-cased, tokens `[\\w']+|[.,!?;]`, the first
    `seq_len` (25) kept; words in GloVe's vocabulary get ids by frequency over the kept tweets
    (2, 3, ...), any other token the unknown id 1, padding after the tweet the id 0; the embedding
@@ -110,18 +111,23 @@ def _csv_rows(zip_path: Path) -> Iterator[tuple[str, int, str]]:
         raise ValueError(f"{zip_path}: not a readable zip ({err})") from None
 
 
-def leaf_users(counts: dict[str, int], fraction: float, min_samples: int, seed: int) -> list[str]:
-    """LEAF's niid user sample: users in sorted order, shuffled with `seed`, taken until they hold
-    `fraction` of all samples; then users with fewer than `min_samples` dropped (order kept)."""
+def leaf_users(
+    counts: dict[str, int], fraction: float, min_samples: int, seed: int
+) -> list[tuple[str, int]]:
+    """LEAF's niid user sample as (user, tweets kept): users in sorted order, shuffled with
+    `seed`, taken until they hold int(fraction * all tweets), the last one cut to its first
+    tweets to hit that number exactly (sample.py); then users with fewer than `min_samples`
+    kept tweets dropped (remove_users.py), the order kept."""
     users = sorted(counts)
-    target = int(fraction * sum(counts.values()))
+    target = max(int(fraction * sum(counts.values())), 1)
     taken, total = [], 0
     for i in np.random.default_rng(seed).permutation(len(users)):
-        if total >= target and taken:
+        if total >= target:
             break
-        taken.append(users[i])
-        total += counts[users[i]]
-    return [u for u in taken if counts[u] >= min_samples]
+        n = min(counts[users[i]], target - total)
+        taken.append((users[i], n))
+        total += n
+    return [(u, n) for u, n in taken if n >= min_samples]
 
 
 def regroup(n_users: int, clients: int, alpha: float, min_users: int, seed: int) -> list[int]:
@@ -274,15 +280,14 @@ class Sent140(Source):
         p = self.check_params(params)
         tweets_zip, glove_zip = self._path(raw_dir, SENT140_ZIP), self._path(raw_dir, GLOVE_ZIP)
         counts = Counter(user for user, _, _ in _csv_rows(tweets_zip))
-        kept = leaf_users(counts, p["fraction"], p["min_samples"], p["sample_seed"])
+        kept = dict(leaf_users(counts, p["fraction"], p["min_samples"], p["sample_seed"]))
         if not kept:
             raise ValueError(f"{self.name}: no user with min_samples={p['min_samples']} sampled")
-        chosen = set(kept)
         by_user: dict[str, list[Tweet]] = {u: [] for u in kept}
         for user, label, text in _csv_rows(tweets_zip):
-            if user in chosen:
+            if user in kept and len(by_user[user]) < kept[user]:
                 by_user[user].append((label, text))
-        users = [by_user[u] for u in kept]
+        users = list(by_user.values())
         words = {t for tweets in users for _, text in tweets for t in tokenize(text, p["seq_len"])}
         vectors = read_glove(glove_zip, words, p["embed_dim"])
         return build_dataset(

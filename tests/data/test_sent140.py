@@ -67,11 +67,15 @@ def test_regroup_reproduces_the_releases_users_per_client():
 
 def test_leaf_users_sample_a_fraction_then_drop_small_users():
     counts = {"a": 5, "b": 1, "c": 3, "d": 2, "e": 4, "f": 5}
-    assert sorted(s1.leaf_users(counts, 1.0, 3, 0)) == ["a", "c", "e", "f"]
+    assert sorted(s1.leaf_users(counts, 1.0, 3, 0)) == [("a", 5), ("c", 3), ("e", 4), ("f", 5)]
     for seed in range(5):
-        taken = s1.leaf_users(counts, 0.3, 1, seed)  # 30 % of 20 tweets: at least 6
-        assert sum(counts[u] for u in taken) >= 6
-        assert sum(counts[u] for u in taken[:-1]) < 6  # and no user more than needed
+        taken = s1.leaf_users(counts, 0.3, 1, seed)  # int(0.3 * 20) = 6 tweets exactly
+        assert sum(n for _, n in taken) == 6
+        assert (
+            all(n == counts[u] for u, n in taken[:-1]) and 1 <= taken[-1][1] <= counts[taken[-1][0]]
+        )
+        kept = s1.leaf_users(counts, 0.3, 3, seed)  # then -k 3
+        assert kept == [(u, n) for u, n in taken if n >= 3]
     assert s1.leaf_users(counts, 0.3, 1, 3) == s1.leaf_users(counts, 0.3, 1, 3)
 
 
@@ -146,7 +150,7 @@ def test_fetch_and_load_end_to_end(http_root, tmp_path, monkeypatch):
         "amy": ([[1, 4, 3, 1], [1, 1, 1], [4]], [0, 1, 0]),
         "bob": ([[2, 6], [2, 2], [1, 5], [1, 3, 2]], [1, 1, 0, 0]),  # polarity 2 -> 0 (LEAF)
     }
-    order = s1.leaf_users({"amy": 3, "bob": 4, "cat": 2}, 1.0, 3, 0)
+    order = [u for u, _ in s1.leaf_users({"amy": 3, "bob": 4, "cat": 2}, 1.0, 3, 0)]
     assert sorted(order) == ["amy", "bob"]
     rows = [r + [0] * (25 - len(r)) for u in order for r in expected[u][0]]
     assert not ds.standin and ds.num_classes == 2 and ds.x_train.shape == (7, 25)
@@ -157,6 +161,11 @@ def test_fetch_and_load_end_to_end(http_root, tmp_path, monkeypatch):
     assert np.allclose(table[2:], np.array([1.0, 0.1, -1.0, -2.0, 0.5])[:, None])
     # The two users dealt to 2 clients of one user each, in the sample's order.
     assert ds.groups.tolist() == [0] * len(expected[order[0]][1]) + [1] * len(expected[order[1]][1])
+    # 40 % of the 9 tweets: exactly 3, one LEAF user per client without the regrouping; the
+    # last user sampled keeps its first tweets only.
+    part = src.load(tmp_path / "raw", fraction=0.4, min_samples=1, clients=None)
+    sample = s1.leaf_users({"amy": 3, "bob": 4, "cat": 2}, 0.4, 1, 0)
+    assert len(part.y_train) == 3 and np.bincount(part.groups).tolist() == [n for _, n in sample]
     # A corrupted copy is rejected and nothing is left behind.
     (root / "bad.zip").write_bytes(b"corrupted")
     bad = RemoteFile(s1.GLOVE_ZIP, (base + "bad.zip",), md5=files[1].md5)
