@@ -46,6 +46,10 @@ class ClientContext:
     num_steps: int
     steps_per_epoch: int = 0  # 0 when local training counts steps, not epochs
     pre_loss: float | None = None  # global model's loss on the client's train split, if requested
+    # The keys of the algorithm's `candidates` for this client and round, and each candidate's
+    # mean loss on the client's validation split (its training split without one): FedFomo.
+    candidates: tuple[int, ...] = ()
+    candidate_losses: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,21 @@ class Algorithm:
         by this client (SuPerFed's independently initialised local models).
         """
         return {}
+
+    def candidates(
+        self,
+        rng: torch.Generator,
+        client_id: int,
+        round_: int,
+        global_params: Params,
+        server_state: State,
+        client_state: State,
+    ) -> list[tuple[int, Params]]:
+        """(key, model) pairs whose loss on the client's validation split (its training split
+        without one) the engine computes before local training; their keys and losses reach
+        `client_begin` in the ClientContext (FedFomo's downloaded models). `rng`: the run's
+        `algorithm` stream keyed by (round, client, 1). FedAvg: none."""
+        return []
 
     def client_begin(
         self, global_params: Params, server_state: State, client_state: State, ctx: ClientContext

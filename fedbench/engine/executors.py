@@ -12,6 +12,7 @@ import torch
 from fedbench.algorithms.base import Algorithm, ClientContext, State
 from fedbench.engine.batches import batch_plan, num_local_steps
 from fedbench.engine.config import TrainConfig
+from fedbench.engine.evaluate import client_losses
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Apply, Params, stack_trees
 from fedbench.engine.local import local_train
@@ -59,10 +60,29 @@ def stack_messages(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def candidate_losses(job: RoundJob, cid: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
+    """The keys of the algorithm's candidate models for client `cid` and their mean losses on
+    its validation split (training split without one); empty unless the algorithm has some."""
+    if type(job.algo).candidates is Algorithm.candidates:
+        return (), ()
+    rng = job.streams.torch_generator("algorithm", job.round, cid, 1)
+    pairs = job.algo.candidates(
+        rng, cid, job.round, job.global_params, job.server_state, job.client_states[cid]
+    )
+    fed = job.fed
+    split = fed.val[cid] if fed.val and len(fed.val[cid]) else fed.train[cid]
+    losses = tuple(
+        client_losses(job.apply, params, fed.x, fed.y, [split], job.cfg.eval_batch_size)[0]
+        for _, params in pairs
+    )
+    return tuple(key for key, _ in pairs), losses
+
+
 def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
     """What client `cid` knows in this round."""
     cfg = job.cfg
     n = len(job.fed.train[cid])
+    keys, losses = candidate_losses(job, cid)
     return ClientContext(
         client_id=cid,
         round=job.round,
@@ -72,6 +92,8 @@ def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
         num_steps=num_steps,
         steps_per_epoch=0 if cfg.local_epochs is None else math.ceil(n / cfg.batch_size),
         pre_loss=job.pre_losses.get(cid),
+        candidates=keys,
+        candidate_losses=losses,
     )
 
 
