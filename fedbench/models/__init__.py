@@ -6,6 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedbench.models.aaggff import M5, DistilBertClassifier, EfficientNetISIC, LeafCNN, StackedLSTM
 from fedbench.models.groups import mixing_groups
 from fedbench.models.pfedbred import CifarNet, PFedBreDDNN, Sent140LSTM
 from fedbench.models.simple import MLP, Linear, TwoCNN, TwoNN
@@ -32,6 +33,12 @@ MODELS: dict[str, type[nn.Module]] = {
     "pfedbred_dnn": PFedBreDDNN,
     "pfedbred_cnn": CifarNet,
     "pfedbred_lstm": Sent140LSTM,
+    # AAggFF (aaggff.md §9.5); Berka and Heart use `linear`
+    "leaf_cnn": LeafCNN,
+    "m5": M5,
+    "stacked_lstm": StackedLSTM,
+    "efficientnet_isic": EfficientNetISIC,
+    "distilbert": DistilBertClassifier,
 }
 
 

@@ -1,0 +1,344 @@
+"""AAggFF's networks (aaggff.md §9.5, cross-checked with the release's src/models).
+
+Berka and Heart use the registry's `linear` (logistic regression with a bias). Binary tasks end in
+2 logits (the thesis's softmax head; the release's single logit + BCE is the same function class,
+and AUROC ranks identically), because the engine's loss is cross-entropy over classes.
+Dropout defaults to 0 in every model here: the engine has no train/eval mode switch and no
+per-client dropout randomness under vmap, so the release's Dropout(0.1) layers are off and the
+catalog says so (`dropout: 0.0`). BatchNorm layers use batch statistics (no running buffers), as
+in the SuPerFed models, so the forward pass stays pure.
+
+Pre-trained weights (DistilBERT, EfficientNet-B0) are read from local files only, never
+downloaded while building a model: with `pretrained: true` and no file the build fails, naming the
+file and where to get it; `pretrained: false` (random initialisation) must be asked for.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from fedbench.models.recurrent import unrolled_lstm
+from fedbench.models.superfed import LSTM_IMPLS
+
+DISTILBERT_URL = "https://huggingface.co/distilbert-base-uncased/resolve/main/pytorch_model.bin"
+DISTILBERT_FILE = "resources/pretrained/distilbert-base-uncased/pytorch_model.bin"
+
+
+def _no_running_stats(module: nn.Module) -> nn.Module:
+    """Every BatchNorm in `module` switched to batch statistics (running buffers dropped)."""
+    for m in module.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.track_running_stats = False
+            m.running_mean = m.running_var = m.num_batches_tracked = None
+    return module
+
+
+def xavier_reinit(module: nn.Module, gain: float = 1.0) -> None:
+    """The release's init_weights('xavier', 1.0): Xavier-normal Linear/Conv weights, zero biases,
+    BatchNorm weights ~ N(1, gain), zero BatchNorm biases (spec §9.5)."""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Conv1d, nn.Conv2d)):
+            nn.init.xavier_normal_(m.weight, gain)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.modules.batchnorm._BatchNorm) and m.affine:
+            nn.init.normal_(m.weight, 1.0, gain)
+            nn.init.zeros_(m.bias)
+
+
+def _weights_file(path: str | Path, what: str, url: str) -> Path:
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(
+            f"{what}: pretrained weights {path} are missing. Download {url} and place it at "
+            f"{path}, or set the model parameter `pretrained: false` for a random initialisation"
+        )
+    return path
+
+
+class LeafCNN(nn.Module):
+    """LEAF's CelebA ConvNet as the release builds it: 4 x [Conv3x3(32, no bias, pad 1) ->
+    GroupNorm -> MaxPool(2, pad 1) -> ReLU], AdaptiveAvgPool(5, 5), Linear(32 * 25 -> C)."""
+
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        channels: int = 32,
+        groups: tuple[int, ...] = (32, 16, 8, 4),
+    ):
+        super().__init__()
+        if len(input_shape) != 3:
+            raise ValueError(f"leaf_cnn needs (C, H, W) input, got {input_shape}")
+        layers: list[nn.Module] = []
+        c = input_shape[0]
+        for g in groups:
+            layers += [
+                nn.Conv2d(c, channels, 3, padding=1, bias=False),
+                nn.GroupNorm(g, channels),
+                nn.MaxPool2d(2, padding=1),
+                nn.ReLU(),
+            ]
+            c = channels
+        layers += [nn.AdaptiveAvgPool2d((5, 5)), nn.Flatten()]
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(channels * 25, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+class M5(nn.Module):
+    """M5 (Dai et al. 2017) on raw 16 kHz audio: Conv1d(80, stride 4) and three Conv1d(3), each
+    with BatchNorm, ReLU and MaxPool(4); global average pool; Linear(256 -> C)."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, width: int = 64):
+        super().__init__()
+        if len(input_shape) != 2:
+            raise ValueError(f"m5 needs (channels, samples) input, got {input_shape}")
+        c = input_shape[0]
+        plan = [(c, width, 80, 4, 0), (width, width, 3, 1, 1)]
+        plan += [(width, 2 * width, 3, 1, 1), (2 * width, 4 * width, 3, 1, 1)]
+        layers: list[nn.Module] = []
+        for cin, cout, k, s, p in plan:
+            layers += [
+                nn.Conv1d(cin, cout, k, stride=s, padding=p),
+                nn.BatchNorm1d(cout, track_running_stats=False),
+                nn.ReLU(),
+                nn.MaxPool1d(4),
+            ]
+        layers += [nn.AdaptiveAvgPool1d(1), nn.Flatten()]
+        self.body = nn.Sequential(*layers)
+        self.head = nn.Linear(4 * width, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+class StackedLSTM(nn.Module):
+    """The release's Reddit model: Embedding(10000, 200) -> LSTM(200 -> 256, 2 layers) ->
+    Linear(256 -> 10000) at every step (spec §9.5, §15.11).
+
+    Input (N, 2, L) from the `leaf_reddit` source: row 0 input ids, row 1 target ids.
+    `output: last_word` (default) returns (N, V) logits at each sequence's last position whose
+    target is a word (id >= 4), which is the label the source stores; `all` returns (N, V, L)
+    for a sequence loss. `lstm_impl` as NextCharLSTM's.
+    """
+
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        vocab_size: int = 10000,
+        embed_dim: int = 200,
+        hidden: int = 256,
+        layers: int = 2,
+        output: str = "last_word",
+        lstm_impl: str = "auto",
+    ):
+        super().__init__()
+        if len(input_shape) != 2 or input_shape[0] != 2:
+            raise ValueError(f"stacked_lstm needs (2, seq_len) input, got {input_shape}")
+        if output not in ("last_word", "all"):
+            raise ValueError(f"stacked_lstm: output must be last_word|all, got {output!r}")
+        if lstm_impl not in LSTM_IMPLS:
+            raise ValueError(f"stacked_lstm: lstm_impl must be one of {LSTM_IMPLS}")
+        self.output, self.lstm_impl = output, lstm_impl
+        self.body = nn.Module()
+        self.body.embedding = nn.Embedding(vocab_size, embed_dim)
+        self.body.lstm = nn.LSTM(embed_dim, hidden, num_layers=layers, batch_first=True)
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ids, targets = x[:, 0].long(), x[:, 1].long()
+        e = self.body.embedding(ids)
+        if self.lstm_impl == "native":
+            states = self.body.lstm(e)[0]
+        else:
+            states = unrolled_lstm(self.body.lstm, e)[0]
+        if self.output == "all":
+            return self.head(states).transpose(1, 2)
+        word = targets >= 4
+        steps = torch.arange(word.shape[1], device=x.device)
+        last = torch.where(word, steps, torch.zeros_like(steps)).amax(dim=1)
+        picked = torch.gather(states, 1, last[:, None, None].expand(-1, 1, states.shape[2]))
+        return self.head(picked[:, 0])
+
+
+class EfficientNetISIC(nn.Module):
+    """ISIC's EfficientNet-B0 (torchvision): features -> AdaptiveAvgPool(7, 7) -> flatten ->
+    Dropout -> Linear(1280 * 49 -> C) (spec §9.5).
+
+    `pretrained: true` loads torchvision's ImageNet weights (IMAGENET1K_V1) from torch hub's
+    checkpoint folder, never downloading them here; BatchNorm then uses batch statistics (the
+    pre-trained running statistics are dropped, see the module note). Stochastic depth is off.
+    `reinit_after_load` applies the release's Xavier re-initialisation after loading (spec §15.4).
+    """
+
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        pretrained: bool = True,
+        reinit_after_load: bool = False,
+        dropout: float = 0.0,
+    ):
+        super().__init__()
+        from torchvision.models import EfficientNet_B0_Weights, efficientnet_b0
+
+        if len(input_shape) != 3 or input_shape[0] != 3:
+            raise ValueError(f"efficientnet_isic needs (3, H, W) input, got {input_shape}")
+        if pretrained:
+            weights = EfficientNet_B0_Weights.IMAGENET1K_V1
+            path = Path(torch.hub.get_dir(), "checkpoints", Path(weights.url).name)
+            path = _weights_file(path, "efficientnet_isic", weights.url)
+        net = efficientnet_b0(weights=None, stochastic_depth_prob=0.0)
+        if pretrained:
+            net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        self.body = nn.Sequential(net.features, nn.AdaptiveAvgPool2d((7, 7)), nn.Flatten())
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(1280 * 49, num_classes))
+        _no_running_stats(self.body)
+        if reinit_after_load:
+            xavier_reinit(self)
+        self.pretrained = pretrained
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+class _Attention(nn.Module):
+    def __init__(self, dim: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q_lin, self.k_lin = nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.v_lin, self.out_lin = nn.Linear(dim, dim), nn.Linear(dim, dim)
+
+    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        n, t, d = h.shape
+
+        def split(z: torch.Tensor) -> torch.Tensor:
+            return z.view(n, t, self.heads, d // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.q_lin(h)), split(self.k_lin(h)), split(self.v_lin(h))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)
+        scores = scores.masked_fill(mask[:, None, None, :] == 0, torch.finfo(scores.dtype).min)
+        ctx = (scores.softmax(dim=-1) @ v).transpose(1, 2).reshape(n, t, d)
+        return self.out_lin(ctx)
+
+
+class _FFN(nn.Module):
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.lin1, self.lin2 = nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return self.lin2(F.gelu(self.lin1(h)))
+
+
+class _Block(nn.Module):
+    def __init__(self, dim: int, heads: int, hidden: int):
+        super().__init__()
+        self.attention = _Attention(dim, heads)
+        self.sa_layer_norm = nn.LayerNorm(dim, eps=1e-12)
+        self.ffn = _FFN(dim, hidden)
+        self.output_layer_norm = nn.LayerNorm(dim, eps=1e-12)
+
+    def forward(self, h: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.sa_layer_norm(h + self.attention(h, mask))
+        return self.output_layer_norm(h + self.ffn(h))
+
+
+class _Embeddings(nn.Module):
+    def __init__(self, vocab: int, dim: int, positions: int):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, dim, padding_idx=0)
+        self.position_embeddings = nn.Embedding(positions, dim)
+        self.LayerNorm = nn.LayerNorm(dim, eps=1e-12)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        return self.LayerNorm(self.word_embeddings(ids) + self.position_embeddings(pos))
+
+
+class _Transformer(nn.Module):
+    def __init__(self, layers: int, dim: int, heads: int, hidden: int):
+        super().__init__()
+        self.layer = nn.ModuleList(_Block(dim, heads, hidden) for _ in range(layers))
+
+
+class _DistilBert(nn.Module):
+    """DistilBERT's encoder with the module names of Hugging Face's `distilbert.*` weights."""
+
+    def __init__(self, vocab: int, dim: int, layers: int, heads: int, hidden: int, positions: int):
+        super().__init__()
+        self.embeddings = _Embeddings(vocab, dim, positions)
+        self.transformer = _Transformer(layers, dim, heads, hidden)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.embeddings(ids)
+        for block in self.transformer.layer:
+            h = block(h, mask)
+        return h
+
+
+class DistilBertClassifier(nn.Module):
+    """MQP's DistilBERT (6 layers, 768 wide, 12 heads, FFN 3072, GELU; Sanh et al. 2019) with
+    the thesis's head on the [CLS] state: Linear(768, 768) -> ReLU -> Dropout -> Linear(768, C).
+
+    Input (N, 2, L) from the `mqp` source: token ids and attention mask. fedbench's own
+    implementation (no `transformers` here); `pretrained: true` loads Hugging Face's
+    distilbert-base-uncased `pytorch_model.bin` from `weights` (keys `distilbert.*`; the
+    masked-LM head in that file is ignored). All layers train, as in the thesis;
+    `reinit_after_load` reproduces the release's Xavier re-initialisation (spec §9.5, §15.4).
+    """
+
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        pretrained: bool = True,
+        weights: str = DISTILBERT_FILE,
+        reinit_after_load: bool = False,
+        dropout: float = 0.0,
+        vocab_size: int = 30522,
+        dim: int = 768,
+        layers: int = 6,
+        heads: int = 12,
+        hidden: int = 3072,
+        positions: int = 512,
+    ):
+        super().__init__()
+        if len(input_shape) != 2 or input_shape[0] != 2 or input_shape[1] > positions:
+            raise ValueError(
+                f"distilbert needs (2, seq_len <= {positions}) input, got {input_shape}"
+            )
+        self.body = _DistilBert(vocab_size, dim, layers, heads, hidden, positions)
+        self.head = nn.Sequential(
+            nn.Linear(dim, dim), nn.ReLU(), nn.Dropout(dropout), nn.Linear(dim, num_classes)
+        )
+        if pretrained:
+            self.load_huggingface(_weights_file(weights, "distilbert", DISTILBERT_URL))
+        if reinit_after_load:
+            xavier_reinit(self)
+        self.pretrained = pretrained
+
+    def load_huggingface(self, path: Path) -> None:
+        """Copy the `distilbert.*` tensors of a Hugging Face state dict into the body."""
+        state = torch.load(path, map_location="cpu", weights_only=True)
+        body = {k[len("distilbert.") :]: v for k, v in state.items() if k.startswith("distilbert.")}
+        body = {k: v for k, v in body.items() if not k.endswith("position_ids")}
+        missing, unexpected = self.body.load_state_dict(body, strict=False)
+        if missing or unexpected:
+            raise ValueError(
+                f"distilbert: {path} does not fit (missing {missing[:5]}, unexpected "
+                f"{unexpected[:5]}); is it distilbert-base-uncased's pytorch_model.bin?"
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ids, mask = x[:, 0].long(), x[:, 1]
+        return self.head(self.body(ids, mask)[:, 0])
