@@ -5,17 +5,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from fedbench.algorithms.aaggff import AAggFFD, AAggFFDProx, AAggFFS, AAggFFSProx
 from fedbench.algorithms.apfl import APFL
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
 from fedbench.algorithms.ditto import Ditto
+from fedbench.algorithms.fair import AFL, TERM, FedMGDA, PropFair, QFedAvg
 from fedbench.algorithms.fedamp import FedAMP
 from fedbench.algorithms.fedavg_am import FedAvgAM
+from fedbench.algorithms.fedfomo import FedFomo
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.partial import FedPer, FedRep, LGFedAvg
 from fedbench.algorithms.perfedavg import PerFedAvg
 from fedbench.algorithms.pfedbred import PFedBreD
 from fedbench.algorithms.pfedme import PFedMe
 from fedbench.algorithms.scaffold import Scaffold
+from fedbench.algorithms.server_opt import FedAdagrad, FedAdam, FedAvgM, FedYogi
 from fedbench.algorithms.superfed import SuPerFed
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
@@ -33,6 +37,21 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "perfedavg": PerFedAvg,
     "fedamp": FedAMP,
     "pfedbred": PFedBreD,
+    # AAggFF chapter (thesis ch. III): AAggFF, its fair-FL baselines, server optimisers.
+    "aaggff_s": AAggFFS,
+    "aaggff_d": AAggFFD,
+    "aaggff_s_prox": AAggFFSProx,
+    "aaggff_d_prox": AAggFFDProx,
+    "afl": AFL,
+    "qfedavg": QFedAvg,
+    "term": TERM,
+    "fedmgda": FedMGDA,
+    "propfair": PropFair,
+    "fedavgm": FedAvgM,
+    "fedadam": FedAdam,
+    "fedyogi": FedYogi,
+    "fedadagrad": FedAdagrad,
+    "fedfomo": FedFomo,
 }
 
 
