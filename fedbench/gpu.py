@@ -2,9 +2,10 @@
 
 Snakemake's `gpu` resource caps how many jobs run at once but does not say which device a job
 gets. `claim_gpu` picks one: it takes an exclusive, non-blocking lock on one of N lock files
-(`{lock_dir}/gpu{i}.lock`) and pins the process to GPU i with CUDA_VISIBLE_DEVICES. The lock is
-the operating system's (flock), so it is released when the job ends, even if it crashes.
-It must run before torch initialises CUDA (i.e. before the first CUDA call).
+(`{lock_dir}/gpu{i}.lock`, in the machine's own temporary folder) and pins the process to GPU i
+with CUDA_VISIBLE_DEVICES. The lock is the operating system's (flock), so it is released when the
+job ends, even if it crashes. It must run before torch initialises CUDA (the first CUDA call).
+Under SLURM (SLURM_JOB_ID set) the scheduler has already pinned the job, so it changes nothing.
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 ENV = "CUDA_VISIBLE_DEVICES"
-DEFAULT_LOCK_DIR = ".snakemake/gpu-locks"
+# Node-local on purpose: GPU ids are per machine, and flock on a shared filesystem would make
+# jobs on different machines wait for each other.
+DEFAULT_LOCK_DIR = Path(tempfile.gettempdir(), f"fedbench-gpu-locks-{os.getuid()}")
 
 
 class NoFreeGPU(RuntimeError):
@@ -42,12 +46,13 @@ def claim_gpu(
     """Hold one free GPU of `gpus` (default: the visible ones) for the block; yield its id.
 
     Sets `env[CUDA_VISIBLE_DEVICES]` (default os.environ) to that id and restores it afterwards.
-    With no GPU at all it yields None and changes nothing (a CPU run).
+    With no GPU at all it yields None and changes nothing (a CPU run); under SLURM it yields the
+    first visible GPU, which the scheduler allocated to this job, and changes nothing either.
     """
     env = os.environ if env is None else env
     gpus = visible_gpus(env) if gpus is None else list(gpus)
-    if not gpus:
-        yield None
+    if not gpus or "SLURM_JOB_ID" in env:
+        yield (gpus[0] if gpus else None)
         return
     Path(lock_dir).mkdir(parents=True, exist_ok=True)
     for gpu in gpus:

@@ -30,3 +30,10 @@ def test_no_gpu_is_a_cpu_run(tmp_path):
 
 def test_visible_gpus_follow_the_environment():
     assert visible_gpus({ENV: "2, 5"}) == ["2", "5"]
+
+
+def test_a_slurm_job_keeps_the_gpu_the_scheduler_gave_it(tmp_path):
+    env = {ENV: "0", "SLURM_JOB_ID": "42"}
+    with claim_gpu(["0"], tmp_path, env) as a, claim_gpu(["0"], tmp_path, env) as b:
+        assert a == b == "0"  # two jobs on one node, each seeing its own GPU as 0: no lock
+    assert env == {ENV: "0", "SLURM_JOB_ID": "42"} and not list(tmp_path.iterdir())
