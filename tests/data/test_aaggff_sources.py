@@ -435,7 +435,7 @@ def test_isic_hand_placed_file_is_explained(http_root, tmp_path, monkeypatch):
         ("isic2019", (3, 16, 16), 8, 6, {"resize": 16, "side": 16}),
         ("leaf_celeba", (3, 84, 84), 2, 40, {}),
         ("leaf_reddit", (2, 10), 10000, 40, {}),
-        ("speechcommands", (1, 16000), 35, 66, {}),
+        ("speechcommands", (1, 16000), 35, 40, {}),
     ],
 )
 def test_standins(name, shape, classes, clients, params):
