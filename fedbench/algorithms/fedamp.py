@@ -67,6 +67,13 @@ class FedAMP(Algorithm):
     is built from detached tensors (no gradient) and unsquared; here it is the paper's.
     Protocol `personal` = w_i (w^0 for a never-sampled client); the "global" protocol's model is
     the sample-size-weighted mean of the uploaded models (FedAMP has no global model).
+
+    Self-weight: each ξ_ij ≤ α_k/σ (exp ≤ 1), so with C other models ξ_ii ≥ 1 - C α_k/σ. The
+    PFLlib defaults (α_k = σ = 1) make ξ_ii as low as 1 - C (-19 with pFedBreD's S = 20 uploads
+    once the models are close), i.e. u_i extrapolates away from the others. pFedBreD's grid
+    (catalog pfb-fedamp-s*) takes α_k = σ/S, the largest α_k with ξ_ii ≥ 0 for any distances
+    (C ≤ S), keeping σ = λ = 1 (PFLlib): the prox weight λ/α_k is then S, within pFedBreD's
+    range of λ for its own prox (15-30) at S = 20. A benchmark choice, not from either paper.
     """
 
     name: ClassVar[str] = "fedamp"

@@ -141,3 +141,16 @@ def test_prox_pulls_personal_models_together(tiny):
 def test_bad_hyperparameters_name_the_field(kw, field):
     with pytest.raises(ValueError, match=field):
         build_algorithm("fedamp", **kw)
+
+
+def test_self_weight_bound_of_the_grid_choice():
+    # S = 20 uploaded models identical to the client's own: every ξ_ij = α_k exp(0)/σ = α_k/σ.
+    own = torch.zeros(3)
+    others = torch.zeros(20, 3)
+    xii, xij = attention_weights(own, others, "distance", 1.0, 1.0, 1.0)
+    assert xii.item() == pytest.approx(1 - 20)  # PFLlib's α_k = σ = 1: ξ_ii = -19
+    xii, xij = attention_weights(own, others, "distance", 1 / 20, 1.0, 1.0)
+    assert xii.item() == pytest.approx(0.0, abs=1e-12)  # α_k = σ/S: the bound is reached
+    far = torch.ones(20, 3)  # farther models weigh less: ξ_ii only grows
+    xii_far, _ = attention_weights(own, far, "distance", 1 / 20, 1.0, 1.0)
+    assert xii_far.item() == pytest.approx(1 - 20 * math.exp(-3) / 20)
