@@ -106,7 +106,10 @@ def _set_rng_states(states: dict[str, Any]) -> None:
 
 def _to(tree: Any, device: torch.device | str) -> Any:
     if isinstance(tree, torch.Tensor):
-        return tree.to(device)
+        t = tree.detach().to(device)
+        if t.untyped_storage().nbytes() > t.numel() * t.element_size():
+            t = t.clone()  # a view (a row of a stacked round): torch.save would write it all
+        return t
     if isinstance(tree, dict):
         return {k: _to(v, device) for k, v in tree.items()}
     if isinstance(tree, (list, tuple)):

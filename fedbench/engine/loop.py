@@ -181,13 +181,18 @@ def run_rounds(
     on_record: Callable[[dict[str, Any]], None] | None = None,
     executor: str | None = None,
     fresh_init: Callable[[int], Params] | None = None,
+    *,
+    resume: RunState | None = None,
+    after_round: Callable[[RunState, float], None] | None = None,
 ) -> RunState:
     """Train for cfg.rounds rounds; every evaluation round appends one record.
 
     `executor` overrides cfg.executor; `auto` means vectorised here (run.py resolves `auto`
     against the model before calling, falling back to sequential where vmap is not exact).
     `fresh_init(client_id)` gives a new model initialisation for that client (algorithms with
-    independently initialised local models need it).
+    independently initialised local models need it). `resume` (a checkpoint's state) continues
+    after its round instead of initialising; `after_round(state, train_loss)` is called at the end
+    of every round that did not diverge (progress, checkpoints).
     """
 
     def fresh_for(client_id: int) -> Callable[[], Params]:
@@ -198,17 +203,26 @@ def run_rounds(
 
         return fresh
 
+    apply = algo.model(apply)
+    init_params = algo.init_global(
+        init_params, lambda i: fresh_for(i)(), streams.torch_generator("init", 2), fed.num_clients
+    )
     name = executor or cfg.executor
     if name == "sequential":
         runner = SequentialExecutor()
     else:
         runner = VectorisedExecutor(cfg.chunk_size, cfg.memory_budget_mb)
     K = fed.num_clients
-    state = RunState(
-        global_params=dict(init_params),
-        server_state=algo.init_server_state(init_params),
-        client_states={i: algo.init_client_state(i, init_params, fresh_for(i)) for i in range(K)},
-    )
+    if resume is not None:
+        state = resume
+    else:
+        state = RunState(
+            global_params=dict(init_params),
+            server_state=algo.init_server_state(init_params),
+            client_states={
+                i: algo.init_client_state(i, init_params, fresh_for(i)) for i in range(K)
+            },
+        )
     m = cfg.sampled_per_round(K)
 
     def emit(record: dict[str, Any]) -> None:
@@ -216,7 +230,7 @@ def run_rounds(
         if on_record is not None:
             on_record(record)
 
-    for t in range(1, cfg.rounds + 1):
+    for t in range(state.round + 1, cfg.rounds + 1):
         state.round = t
         lr = cfg.lr_at(t)
         sampled = sample_clients(streams, t, K, m)
@@ -276,6 +290,8 @@ def run_rounds(
             }
             record.update(evaluate_round(algo, apply, fed, state, cfg, streams))
             emit(record)
+        if after_round is not None:
+            after_round(state, train_loss)
     state.executor_info = runner.describe()
     return state
 

@@ -15,12 +15,13 @@ import fedbench
 from fedbench.algorithms import build_algorithm
 from fedbench.data.base import load_dataset
 from fedbench.data.partition import load_partition
+from fedbench.engine.checkpoint import Checkpointer, CheckpointPolicy, default_path, spec_hash
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
-from fedbench.engine.loop import run_rounds
+from fedbench.engine.loop import RunState, run_rounds
 from fedbench.engine.vectorised import resolve_executor
-from fedbench.io import atomic_path, write_jsonl, write_yaml
+from fedbench.io import atomic_paths, dump_bytes, jsonl_text, yaml_text
 from fedbench.models import build_model
 from fedbench.models.superfed import choose_recurrent_impl
 from fedbench.rng import Streams
@@ -63,10 +64,15 @@ def execute_run(
     threads: int = 1,
     device: str = "auto",
     params_path: str | Path | None = None,
+    checkpoint: CheckpointPolicy | None = None,
+    checkpoint_path: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train one run; write its metrics and run.yaml atomically; return the run.yaml content.
 
     With `params_path`, the final global parameters are also saved there (torch.save, CPU).
+    Checkpoints (`checkpoint`, default `CheckpointPolicy()`; `every_rounds=0` turns them off) go
+    to `checkpoint_path` (default: `checkpoint.pt` beside the metrics file); a run finding a
+    valid checkpoint of the same spec there resumes from it, and removes it once complete.
     """
     torch.set_num_threads(threads)
     dev = pick_device(device)
@@ -80,6 +86,7 @@ def execute_run(
         input_shape=tuple(ds.x_train.shape[1:]),
         num_classes=ds.num_classes,
         init_seed=streams.torch_seed("init"),
+        extras=ds.extras,
         **spec["model"]["params"],
     ).to(dev)
     y_train = ds.y_train if part.labels is None else part.labels  # label noise lives in the split
@@ -102,24 +109,34 @@ def execute_run(
     executor, why = resolve_executor(cfg.executor, model)
     lstm_impl = choose_recurrent_impl(model, executor)
     log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)
+    ckpt = Checkpointer(
+        checkpoint_path or default_path(metrics_path),
+        spec_hash(spec),
+        checkpoint or CheckpointPolicy(),
+    )
+    ckpt.clean_temporaries()
+    resumed = ckpt.load(dev) if ckpt.policy.every_rounds else None
+    start_round = resumed.state.round if resumed else 0
+    before = resumed.seconds if resumed else 0.0  # wall time of earlier sessions' kept rounds
     started = time.perf_counter()
 
-    def progress(record: dict[str, Any]) -> None:
+    def diverged(record: dict[str, Any]) -> None:
         if record["status"] != "ok":
             log.warning("round %d: %s (%s)", record["round"], record["status"], record["reason"])
-            return
-        s = record["summary"].get("global", {}).get("top1", {})
+
+    def after_round(state: RunState, train_loss: float) -> None:
         elapsed = time.perf_counter() - started
-        eta = elapsed / record["round"] * (cfg.rounds - record["round"])
+        per_round = elapsed / (state.round - start_round)
+        last = state.records[-1] if state.records else None
+        record = last if last is not None and last["round"] == state.round else None
         log.info(
-            "round %d/%d train_loss %.4f top1(wmean) %.4f elapsed %.1fs eta %.1fs",
-            record["round"],
-            cfg.rounds,
-            record["train_loss"],
-            s.get("wmean", float("nan")),
-            elapsed,
-            eta,
+            progress_line(
+                state.round, cfg.rounds, train_loss, record, per_round * (cfg.rounds - state.round)
+            )
+            + f" s/round {per_round:.2f}"
         )
+        if state.round < cfg.rounds:
+            ckpt.maybe_save(state, before + elapsed)
 
     def fresh_init(client_id: int) -> dict[str, torch.Tensor]:
         # Keyed by client in the `init` stream: independent of the global init and of each other.
@@ -128,17 +145,24 @@ def execute_run(
             input_shape=tuple(ds.x_train.shape[1:]),
             num_classes=ds.num_classes,
             init_seed=streams.torch_seed("init", 1, client_id),
+            extras=ds.extras,
             **spec["model"]["params"],
         ).to(dev)
         return params_of(other)
 
     state = run_rounds(
-        algo, make_apply(model), fed, cfg, streams, params_of(model), progress, executor, fresh_init
+        algo,
+        make_apply(model),
+        fed,
+        cfg,
+        streams,
+        params_of(model),
+        diverged,
+        executor,
+        fresh_init,
+        resume=resumed.state if resumed else None,
+        after_round=after_round,
     )
-    write_jsonl(metrics_path, state.records)
-    if params_path is not None:
-        with atomic_path(params_path, suffix=".pt") as tmp:
-            torch.save({k: v.detach().cpu() for k, v in state.global_params.items()}, tmp)
     info = {
         "run": {
             k: spec[k]["name"] if isinstance(spec[k], dict) else spec[k]
@@ -163,8 +187,40 @@ def execute_run(
         **({"lstm_impl": lstm_impl} if lstm_impl is not None else {}),
         **state.executor_info,
         "threads": threads,
-        # Wall-clock seconds of the rounds (training and evaluation; not data loading).
-        "train_seconds": round(time.perf_counter() - started, 1),
+        "resumed": resumed is not None,
+        "resumed_from_round": start_round if resumed else None,
+        # Wall-clock seconds of the rounds (training and evaluation; not data loading), summed
+        # over the sessions of a resumed run (rounds lost to a kill are not counted).
+        "train_seconds": round(before + time.perf_counter() - started, 1),
     }
-    write_yaml(run_yaml_path, info)
+    files = [metrics_path, run_yaml_path, *([params_path] if params_path is not None else [])]
+    with atomic_paths(*files) as tmps:  # all outputs or none (a full disk leaves no half file)
+        dump_bytes(tmps[0], jsonl_text(state.records).encode())
+        dump_bytes(tmps[1], yaml_text(info).encode())
+        if params_path is not None:
+            torch.save({k: v.detach().cpu() for k, v in state.global_params.items()}, tmps[2])
+    ckpt.remove()
     return info
+
+
+def _duration(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def progress_line(
+    round_: int, rounds: int, train_loss: float, record: dict[str, Any] | None, eta: float
+) -> str:
+    """One short, stable log line per round: `round 12/200 loss 0.4312 acc 0.8123 eta 0:10:12`.
+
+    `acc` is the global model's top-1 over all clients' test samples (client-weighted mean), on
+    evaluation rounds only (`-` otherwise); `eta` is H:MM:SS from the mean round time so far.
+    """
+    acc = "-"
+    if record is not None:
+        wmean = record["summary"].get("global", {}).get("top1", {}).get("wmean")
+        if wmean is None and record.get("global_test"):
+            wmean = record["global_test"].get("top1")
+        if wmean is not None:
+            acc = f"{wmean:.4f}"
+    return f"round {round_}/{rounds} loss {train_loss:.4f} acc {acc} eta {_duration(eta)}"
