@@ -324,6 +324,45 @@ def split_train_test(
     return train, test
 
 
+def _approximate_mode(counts: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Per-class draws summing to `draws` in proportion to `counts`: floors, then the leftover
+    to the largest remainders (ties broken at random)."""
+    share = draws * counts / max(int(counts.sum()), 1)
+    take = np.floor(share).astype(np.int64)
+    left = draws - int(take.sum())
+    if left > 0:
+        order = np.lexsort((rng.random(len(counts)), -(share - take)))
+        take[order[:left]] += 1
+    return np.minimum(take, counts)
+
+
+def split_train_test_stratified(
+    clients: list[np.ndarray], labels: np.ndarray, test_fraction: float, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per client, a test split of ceil(test_fraction * n_k) samples with the client's class
+    shares, allotted as sklearn's train_test_split(stratify=y) does (AAggFF's release): the
+    training counts per class first, then the test counts from what is left (ceil of the float
+    product, as sklearn)."""
+    if not 0.0 <= test_fraction < 1.0:
+        raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
+    labels = np.asarray(labels)
+    train, test = [], []
+    for c in clients:
+        c = np.asarray(c, dtype=np.int64)
+        n_test = int(np.ceil(test_fraction * len(c)))
+        classes, inverse = np.unique(labels[c], return_inverse=True)
+        counts = np.bincount(inverse, minlength=len(classes))
+        n_train = _approximate_mode(counts, len(c) - n_test, rng)
+        n_test_k = _approximate_mode(counts - n_train, n_test, rng)
+        picked = [
+            rng.choice(c[inverse == k], size=int(t), replace=False) for k, t in enumerate(n_test_k)
+        ]
+        chosen = np.concatenate(picked) if picked else np.zeros(0, dtype=np.int64)
+        test.append(np.sort(chosen))
+        train.append(np.sort(np.setdiff1d(c, chosen)))
+    return train, test
+
+
 @dataclass
 class Partition:
     """Per-client train and test index arrays into the training pool, and how they were made."""
@@ -483,7 +522,14 @@ PARTITIONERS: dict[str, Partitioner] = {
 # (choosing a personalisation setting, e.g. SuPerFed's λ, without looking at the test split).
 # pool_fraction < 1: the clients are built on a seeded random share of the pool (small-scale
 # grids on a full dataset); drawn first, and only then, so 1.0 leaves every partition unchanged.
-COMMON_KEYS = {"test_fraction": 0.0, "val_fraction": 0.0, "label_noise": None, "pool_fraction": 1.0}
+COMMON_KEYS = {
+    "test_fraction": 0.0,
+    "val_fraction": 0.0,
+    "label_noise": None,
+    "pool_fraction": 1.0,
+    "test_split": "random",  # or "stratified": each client's test split keeps its class shares
+}
+TEST_SPLITS = ("random", "stratified")
 NOISE_KEYS = ("kind", "eps", "variant")
 LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
 
@@ -538,6 +584,8 @@ def _bad_value(key: str, v: Any) -> str | None:
         return None if v in ASSIGNMENTS else f"one of {list(ASSIGNMENTS)}"
     if key == "sizes":
         return None if v in POWERLAW_SIZES else f"one of {list(POWERLAW_SIZES)}"
+    if key == "test_split":
+        return None if v in TEST_SPLITS else f"one of {list(TEST_SPLITS)}"
     if key == "mnist_label_bug":
         return None if isinstance(v, bool) else "true or false"
     if key in LABEL_KEYS:
@@ -591,7 +639,11 @@ def make_partition(
         clients, info = p.build(labels, groups, rng, **params)
     relabelled = info.pop(RELABELLED, None)  # a generator's own labels (pFedBreD's MNIST bug)
     base = labels if relabelled is None else relabelled
-    train, test = split_train_test(clients, test_fraction, rng)
+    test_split = spec.get("test_split", COMMON_KEYS["test_split"])
+    if test_split == "stratified":
+        train, test = split_train_test_stratified(clients, base, test_fraction, rng)
+    else:
+        train, test = split_train_test(clients, test_fraction, rng)
     noise = spec.get("label_noise")
     noisy = None
     if noise is not None:
@@ -615,6 +667,7 @@ def make_partition(
         "kind": kind,
         "params": params,
         "test_fraction": test_fraction,
+        **({"test_split": test_split} if test_split != "random" else {}),
         "num_samples": int(len(labels)),
         **(
             {"pool_fraction": pool_fraction, "pool_size": int(len(pool))}
