@@ -119,17 +119,26 @@ def _to(tree: Any, device: torch.device | str) -> Any:
 
 @dataclass
 class Resumed:
-    """A loaded checkpoint: the state to continue from and the wall time already spent."""
+    """A loaded checkpoint: the state to continue from, the wall time already spent, and the
+    writer's `meta` (e.g. its git commit)."""
 
     state: RunState
     seconds: float
     path: Path
+    meta: dict[str, Any]
 
 
 class Checkpointer:
     """Writes and finds the checkpoints of one run (identified by its spec hash)."""
 
-    def __init__(self, path: str | os.PathLike, run_hash: str, policy: CheckpointPolicy):
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        run_hash: str,
+        policy: CheckpointPolicy,
+        meta: dict[str, Any] | None = None,
+    ):
+        self.meta = dict(meta or {})
         self.path = Path(path)
         self.prev = self.path.with_name(self.path.stem + ".prev" + self.path.suffix)
         self.run_hash, self.policy = run_hash, policy
@@ -161,6 +170,7 @@ class Checkpointer:
             "client_states": _to(state.client_states, "cpu"),
             "records": state.records,
             "rng": _rng_states(),
+            "meta": self.meta,
         }
         try:
             with atomic_path(self.path, suffix=".pt") as tmp:
@@ -220,7 +230,7 @@ class Checkpointer:
             )
             self.last_round = state.round
             log.info("resuming from %s (round %d)", path, state.round)
-            return Resumed(state, float(payload["seconds"]), path)
+            return Resumed(state, float(payload["seconds"]), path, payload["meta"])
         return None
 
     def remove(self) -> None:

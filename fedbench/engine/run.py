@@ -113,9 +113,16 @@ def execute_run(
         checkpoint_path or default_path(metrics_path),
         spec_hash(spec),
         checkpoint or CheckpointPolicy(),
+        meta={"git_commit": git_commit()},
     )
     ckpt.clean_temporaries()
     resumed = ckpt.load(dev) if ckpt.policy.every_rounds else None
+    if resumed and resumed.meta.get("git_commit") != ckpt.meta["git_commit"]:
+        log.warning(
+            "resuming a checkpoint of commit %s under %s: run.yaml records both",
+            resumed.meta.get("git_commit"),
+            ckpt.meta["git_commit"],
+        )
     start_round = resumed.state.round if resumed else 0
     before = resumed.seconds if resumed else 0.0  # wall time of earlier sessions' kept rounds
     started = time.perf_counter()
@@ -178,7 +185,7 @@ def execute_run(
         "num_clients": fed.num_clients,
         "spec": spec,
         "fedbench_version": fedbench.__version__,
-        "git_commit": git_commit(),
+        "git_commit": ckpt.meta["git_commit"],
         "torch_version": str(torch.__version__),
         "python_version": platform.python_version(),
         "device": str(dev),
@@ -189,6 +196,7 @@ def execute_run(
         "threads": threads,
         "resumed": resumed is not None,
         "resumed_from_round": start_round if resumed else None,
+        **({"resumed_from_commit": resumed.meta.get("git_commit")} if resumed else {}),
         # Wall-clock seconds of the rounds (training and evaluation; not data loading), summed
         # over the sessions of a resumed run (rounds lost to a kill are not counted).
         "train_seconds": round(before + time.perf_counter() - started, 1),

@@ -275,3 +275,18 @@ def test_progress_line_format():
 
 def test_run_module_uses_the_default_checkpoint_path():
     assert run_mod.default_path("a/b/metrics.jsonl") == Path("a/b/checkpoint.pt")
+
+
+def test_resume_under_another_commit_is_recorded(prepared, monkeypatch, caplog):
+    root, catalog = prepared
+    spec = _spec(catalog, "fedavg")
+    with monkeypatch.context() as m:
+        m.setattr(run_mod, "git_commit", lambda: "aaaa")
+        _crash_after(m, 2)
+        with pytest.raises(Crash):
+            _run(root, spec, "commit")
+    monkeypatch.setattr(run_mod, "git_commit", lambda: "bbbb")
+    with caplog.at_level(logging.WARNING, logger="fedbench.run"):
+        _, info, _ = _run(root, spec, "commit")
+    assert info["git_commit"] == "bbbb" and info["resumed_from_commit"] == "aaaa"
+    assert any("aaaa" in r.getMessage() for r in caplog.records)
