@@ -43,6 +43,7 @@ CLIENTS = (
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 STATS = (6, 3551.67, 3976.16)  # Table 3.5
+EXCLUDED = ("ISIC_0029564",)  # left out by the release
 LICENCE = (
     "ISIC 2019 images are CC BY-NC 4.0 (https://challenge.isic-archive.com/data/#2019; by "
     "downloading them you accept the ISIC terms of use)"
@@ -60,19 +61,23 @@ def read_csv_rows(path: Path, needed: tuple[str, ...]) -> list[dict[str, str]]:
 
 
 def site_of(lesion_id: str, image: str, ham_dataset: dict[str, str]) -> str | None:
-    """The client of an image: BCN_/MSK lesion ids directly, HAM_ via HAM10000's `dataset`."""
-    if lesion_id.startswith("BCN"):
+    """The client of an image from the first 4 characters of its lesion id, as the release:
+    'BCN_' -> BCN, 'MSK4' -> MSK (other MSK collections are no client), 'HAM_' + HAM10000's
+    `dataset` of the image; None when there is no lesion id or no known client."""
+    prefix = lesion_id[:4]
+    if prefix == "BCN_":
         return "BCN"
-    if lesion_id.startswith("MSK"):
+    if prefix == "MSK4":
         return "MSK"
-    if lesion_id.startswith("HAM"):
-        sub = ham_dataset.get(image)
+    if prefix == "HAM_":
+        sub = ham_dataset.get(image.replace("_downsampled", ""))
         return f"HAM_{sub}" if sub else None
     return None
 
 
 def isic_image(data: bytes, what: str, resize: int, side: int, normalise: str) -> np.ndarray:
-    """Shorter side resized to `resize` (bilinear), centre crop side x side, (3, s, s) float32."""
+    """Shorter side resized to `resize` (bilinear, sizes truncated as the release's int()),
+    centre crop side x side, (3, s, s) float32."""
     from PIL import Image
 
     try:
@@ -81,8 +86,7 @@ def isic_image(data: bytes, what: str, resize: int, side: int, normalise: str) -
             w, h = rgb.size
             scale = resize / min(w, h)
             rgb = rgb.resize(
-                (max(side, round(w * scale)), max(side, round(h * scale))),
-                Image.Resampling.BILINEAR,
+                (max(side, int(w * scale)), max(side, int(h * scale))), Image.Resampling.BILINEAR
             )
             w, h = rgb.size
             left, top = (w - side) // 2, (h - side) // 2
@@ -104,9 +108,10 @@ class ISIC2019(CheckedSource):
     bucket (9 GB zip; no checksums published: fetch checks the CSV columns and that the zip
     holds JPEGs), plus HAM10000_metadata.csv (Harvard Dataverse, doi:10.7910/DVN/DBW86T; place
     it by hand), whose `dataset` column splits the HAM images into four clients. Images without
-    a lesion id or centre are left out (as FLamby does). Each image: shorter side 224, centre
-    crop `side` (200 = the release's test view; its training RandomCrop(200), flips, colour
-    jitter and shear are training-time augmentation, not applied here), ImageNet normalisation.
+    a lesion id or a known centre, and ISIC_0029564, are left out (as the release does). Each
+    image: shorter side 224, centre crop `side` (200 = the release's test view; its training
+    RandomCrop(200), flips, colour jitter and shear are training-time augmentation, not applied
+    here), ImageNet normalisation.
     The release trains with class-weighted cross-entropy (spec §9.4), an engine option not
     present yet.
     """
@@ -167,7 +172,7 @@ class ISIC2019(CheckedSource):
         per_client = dict.fromkeys(range(len(CLIENTS)), 0)
         for row in truth:
             site = site_of(meta.get(row["image"], "") or "", row["image"], ham)
-            if site not in CLIENTS:
+            if site not in CLIENTS or row["image"].replace("_downsampled", "") in EXCLUDED:
                 continue
             k = CLIENTS.index(site)
             if params["max_per_client"] is not None and per_client[k] >= params["max_per_client"]:

@@ -310,15 +310,20 @@ def label_powerlaw(
 
 
 def split_train_test(
-    clients: list[np.ndarray], test_fraction: float, rng: np.random.Generator
+    clients: list[np.ndarray],
+    test_fraction: float,
+    rng: np.random.Generator,
+    rounding: str = "floor",
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Per client, a random int(test_fraction * n_k) samples for test, the rest for training."""
+    """Per client, a random int(test_fraction * n_k) samples for test, the rest for training;
+    rounding "round": Python's round(test_fraction * n_k) (AAggFF's Speech Commands split)."""
     if not 0.0 <= test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
     train, test = [], []
     for c in clients:
         perm = rng.permutation(np.asarray(c, dtype=np.int64))
-        cut = int(test_fraction * len(perm))
+        size = test_fraction * len(perm)
+        cut = round(size) if rounding == "round" else int(size)
         test.append(np.sort(perm[:cut]))
         train.append(np.sort(perm[cut:]))
     return train, test
@@ -527,9 +532,11 @@ COMMON_KEYS = {
     "val_fraction": 0.0,
     "label_noise": None,
     "pool_fraction": 1.0,
-    "test_split": "random",  # or "stratified": each client's test split keeps its class shares
+    # "random": int(f n) test samples; "random_round": round(f n); "stratified": ceil(f n) with
+    # the client's class shares (sklearn's stratified split)
+    "test_split": "random",
 }
-TEST_SPLITS = ("random", "stratified")
+TEST_SPLITS = ("random", "random_round", "stratified")
 NOISE_KEYS = ("kind", "eps", "variant")
 LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
 
@@ -643,7 +650,8 @@ def make_partition(
     if test_split == "stratified":
         train, test = split_train_test_stratified(clients, base, test_fraction, rng)
     else:
-        train, test = split_train_test(clients, test_fraction, rng)
+        rounding = "round" if test_split == "random_round" else "floor"
+        train, test = split_train_test(clients, test_fraction, rng, rounding)
     noise = spec.get("label_noise")
     noisy = None
     if noise is not None:

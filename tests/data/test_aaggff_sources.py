@@ -205,7 +205,7 @@ def isic_files() -> dict[str, bytes]:
     onehot = {"NV": "0,1,0,0,0,0,0,0,0", "MEL": "1,0,0,0,0,0,0,0,0", "SCC": "0,0,0,0,0,0,0,1,0"}
     onehot["BKL"] = "0,0,0,0,1,0,0,0,0"
     rows = [("ISIC_1", "NV"), ("ISIC_2", "MEL"), ("ISIC_3", "SCC"), ("ISIC_4", "NV")]
-    rows.append(("ISIC_5", "BKL"))
+    rows += [("ISIC_5", "BKL"), ("ISIC_6", "NV"), ("ISIC_0029564", "NV")]
     truth = f"image,{ISIC_CLASSES}\n" + "".join(f"{i},{onehot[c]}\n" for i, c in rows)
     meta = (
         "image,age_approx,anatom_site_general,lesion_id,sex\n"
@@ -214,13 +214,16 @@ def isic_files() -> dict[str, bytes]:
         "ISIC_3,40,head/neck,MSK4_0003,male\n"
         "ISIC_4,40,head/neck,,male\n"
         "ISIC_5,70,back,HAM_0005,female\n"
+        "ISIC_6,70,back,MSK1_0006,female\n"
+        "ISIC_0029564,70,back,BCN_0007,female\n"
     )
     ham = (
         "lesion_id,image_id,dx,dx_type,age,sex,localization,dataset\n"
         "HAM_0002,ISIC_2,mel,histo,30,female,back,vidir_modern\n"
         "HAM_0005,ISIC_5,bkl,histo,70,female,back,rosendahl\n"
     )
-    colours = {f"ISIC_{i}": (40 * i, 100, 250 - 40 * i) for i in range(1, 6)}
+    colours = {f"ISIC_{i}": (40 * i, 100, 250 - 40 * i) for i in range(1, 7)}
+    colours["ISIC_0029564"] = (0, 0, 0)
     images = _zip(
         {f"ISIC_2019_Training_Input/{k}.jpg": _jpeg(c, (16, 12)) for k, c in colours.items()}
     )
@@ -360,7 +363,9 @@ def test_reddit_loader(tmp_path):
 def test_isic_loader(tmp_path):
     raw = _write(tmp_path, isic_files())
     ds = SOURCES["isic2019"].load(raw, resize=8, side=6, normalise="none")
-    assert ds.x_train.shape == (4, 3, 6, 6)  # ISIC_4 has no lesion id
+    # ISIC_4 has no lesion id, ISIC_6 is from MSK1 (only MSK4 is a client), ISIC_0029564 is
+    # left out by the release
+    assert ds.x_train.shape == (4, 3, 6, 6)
     # BCN 0, HAM_vidir_modern 2, MSK 4, HAM_rosendahl 3; classes MEL NV BCC AK BKL DF VASC SCC
     assert ds.groups.tolist() == [0, 2, 4, 3] and ds.y_train.tolist() == [1, 0, 7, 4]
     want = np.array([40 * 3, 100, 250 - 40 * 3]) / 255

@@ -47,3 +47,14 @@ def test_partition_option():
     assert part.meta["test_split"] == "stratified"
     with pytest.raises(ValueError, match="test_split"):
         make_partition(labels, groups, {**spec, "test_split": "balanced"}, np.random.default_rng(0))
+
+
+def test_random_round_split_sizes():
+    # Python's round (half to even), as the release's Speech Commands split: 3 -> round(0.6) = 1,
+    # 8 -> round(1.6) = 2, 10 -> 2, 15 -> round(3.0) = 3; the floor split gives 0, 1, 2, 3
+    labels = np.zeros(36, dtype=np.int64)
+    groups = np.repeat(np.arange(4), [3, 8, 10, 15])
+    for split, want in (("random_round", [1, 2, 2, 3]), ("random", [0, 1, 2, 3])):
+        spec = {"kind": "natural", "test_fraction": 0.2, "test_split": split}
+        part = make_partition(labels, groups, spec, np.random.default_rng(0))
+        assert [len(t) for t in part.test] == want
