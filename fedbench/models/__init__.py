@@ -6,7 +6,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from fedbench.models.aaggff import M5, DistilBertClassifier, EfficientNetISIC, LeafCNN, StackedLSTM
+from fedbench.models.aaggff import (
+    M5,
+    DistilBertClassifier,
+    EfficientNetISIC,
+    LeafCNN,
+    MobileViT,
+    StackedLSTM,
+)
 from fedbench.models.groups import mixing_groups
 from fedbench.models.pfedbred import CifarNet, PFedBreDDNN, Sent140LSTM
 from fedbench.models.simple import MLP, Linear, TwoCNN, TwoNN
@@ -39,6 +46,7 @@ MODELS: dict[str, type[nn.Module]] = {
     "stacked_lstm": StackedLSTM,
     "efficientnet_isic": EfficientNetISIC,
     "distilbert": DistilBertClassifier,
+    "mobilevit": MobileViT,
 }
 
 

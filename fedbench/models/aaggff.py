@@ -342,3 +342,127 @@ class DistilBertClassifier(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         ids, mask = x[:, 0].long(), x[:, 1]
         return self.head(self.body(ids, mask)[:, 0])
+
+
+# MobileViT variants (Mehta & Rastegari, ICLR 2022, Table 4 / appendix): stem and stage widths,
+# transformer widths d of the three MobileViT blocks, final 1x1 width, MV2 expansion.
+MOBILEVIT = {
+    "xxs": {"widths": (16, 16, 24, 48, 64, 80), "dims": (64, 80, 96), "last": 320, "expand": 2},
+    "xs": {"widths": (16, 32, 48, 64, 80, 96), "dims": (96, 120, 144), "last": 384, "expand": 4},
+    "s": {"widths": (16, 32, 64, 96, 128, 160), "dims": (144, 192, 240), "last": 640, "expand": 4},
+}
+
+
+def _conv_bn(cin: int, cout: int, k: int, stride: int = 1, groups: int = 1, act: bool = True):
+    layers = [
+        nn.Conv2d(cin, cout, k, stride, k // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout, track_running_stats=False),
+    ]
+    return nn.Sequential(*layers, nn.SiLU()) if act else nn.Sequential(*layers)
+
+
+class _MV2(nn.Module):
+    """MobileNetV2 inverted residual: 1x1 expand, 3x3 depthwise (stride), 1x1 project."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int):
+        super().__init__()
+        mid = cin * expand
+        self.residual = stride == 1 and cin == cout
+        self.block = nn.Sequential(
+            _conv_bn(cin, mid, 1),
+            _conv_bn(mid, mid, 3, stride, groups=mid),
+            _conv_bn(mid, cout, 1, act=False),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.block(x) if self.residual else self.block(x)
+
+
+class _Encoder(nn.Module):
+    """Pre-norm transformer layer: LayerNorm -> multi-head attention, LayerNorm -> FFN (SiLU)."""
+
+    def __init__(self, dim: int, heads: int, ffn: int):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv, self.proj = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim)
+        self.ffn = nn.Sequential(nn.Linear(dim, ffn), nn.SiLU(), nn.Linear(ffn, dim))
+        self.heads = heads
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        *lead, t, d = z.shape
+        q, k, v = self.qkv(self.norm1(z)).view(*lead, t, 3, self.heads, d // self.heads).unbind(-3)
+        q, k, v = (u.transpose(-2, -3) for u in (q, k, v))  # (..., heads, t, d_head)
+        att = (q @ k.transpose(-1, -2) / math.sqrt(d // self.heads)).softmax(dim=-1)
+        z = z + self.proj((att @ v).transpose(-2, -3).reshape(*lead, t, d))
+        return z + self.ffn(self.norm2(z))
+
+
+class _MobileViTBlock(nn.Module):
+    """Local 3x3 + 1x1 convs, unfold into 2x2 patches, L transformer layers over the patches
+    (one sequence per pixel position within a patch), fold, 1x1 back, fuse with the input."""
+
+    def __init__(self, channels: int, dim: int, depth: int, heads: int = 4, patch: int = 2):
+        super().__init__()
+        self.patch = patch
+        self.local = nn.Sequential(
+            _conv_bn(channels, channels, 3), nn.Conv2d(channels, dim, 1, bias=False)
+        )
+        self.encoders = nn.ModuleList(_Encoder(dim, heads, 2 * dim) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim)
+        self.project = _conv_bn(dim, channels, 1)
+        self.fuse = _conv_bn(2 * channels, channels, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.local(x)
+        n, d, h, w = y.shape
+        p = self.patch
+        if h % p or w % p:
+            raise ValueError(f"mobilevit: feature map {h}x{w} is not divisible by patch {p}")
+        z = y.reshape(n, d, h // p, p, w // p, p).permute(0, 3, 5, 2, 4, 1)
+        z = z.reshape(n, p * p, (h // p) * (w // p), d)
+        for enc in self.encoders:
+            z = enc(z)
+        z = self.norm(z).reshape(n, p, p, h // p, w // p, d).permute(0, 5, 3, 1, 4, 2)
+        y = self.project(z.reshape(n, d, h, w))
+        return self.fuse(torch.cat([x, y], dim=1))
+
+
+class MobileViT(nn.Module):
+    """MobileViT (Mehta & Rastegari 2022) for Table 3.10's TinyImageNet (64 x 64 input), the
+    model of the AAggFF release (spec §9.5; the thesis names none). The release's variant is not
+    known here: `variant` xxs | xs | s (default s, the paper's main model). fedbench's own
+    implementation of the paper's architecture: stem conv3x3/2, MV2 stages, three MobileViT
+    blocks (depths 2, 4, 3; 2 x 2 patches; 4 heads; FFN 2d), 1x1 conv, global pool, Linear.
+    """
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, variant: str = "s"):
+        super().__init__()
+        if variant not in MOBILEVIT:
+            raise ValueError(f"mobilevit: variant must be one of {sorted(MOBILEVIT)}")
+        if len(input_shape) != 3 or input_shape[1] % 64 or input_shape[2] % 64:
+            # stride 32 at the last block, whose 2 x 2 patches need an even map
+            raise ValueError(f"mobilevit needs (C, H, W) with H, W multiples of 64: {input_shape}")
+        cfg = MOBILEVIT[variant]
+        c0, c1, c2, c3, c4, c5 = cfg["widths"]
+        d3, d4, d5 = cfg["dims"]
+        e = cfg["expand"]
+        self.body = nn.Sequential(
+            _conv_bn(input_shape[0], c0, 3, 2),
+            _MV2(c0, c1, 1, e),
+            _MV2(c1, c2, 2, e),
+            _MV2(c2, c2, 1, e),
+            _MV2(c2, c2, 1, e),
+            _MV2(c2, c3, 2, e),
+            _MobileViTBlock(c3, d3, 2),
+            _MV2(c3, c4, 2, e),
+            _MobileViTBlock(c4, d4, 4),
+            _MV2(c4, c5, 2, e),
+            _MobileViTBlock(c5, d5, 3),
+            _conv_bn(c5, cfg["last"], 1),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+        )
+        self.head = nn.Linear(cfg["last"], num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))

@@ -130,3 +130,14 @@ def test_pure_under_vmap_and_split(arch, shape, classes):
     assert out.shape == (2, 3, classes)
     one = {k: v[1] for k, v in params.items()}
     torch.testing.assert_close(out[1], functional_call(m, one, (x,)), atol=1e-5, rtol=1e-4)
+
+
+def test_mobilevit_sizes_match_the_paper():
+    # Mehta & Rastegari (ICLR 2022) report 1.3 M parameters for XXS with an ImageNet head
+    # (1000 classes); XS (2.3 M) and S (5.6 M) agree too but take longer to build
+    m = build_model("mobilevit", (3, 256, 256), 1000, init_seed=0, variant="xxs")
+    assert abs(_count(m) / 1e6 - 1.3) < 0.05
+    small = build_model("mobilevit", (3, 64, 64), 200, init_seed=0, variant="xxs")
+    assert small(torch.randn(2, 3, 64, 64)).shape == (2, 200)
+    with pytest.raises(ValueError, match="multiples of 64"):
+        build_model("mobilevit", (3, 32, 32), 200, init_seed=0)
