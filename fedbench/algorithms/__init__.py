@@ -12,11 +12,14 @@ from fedbench.algorithms.ditto import Ditto
 from fedbench.algorithms.fair import AFL, TERM, FedMGDA, PropFair, QFedAvg
 from fedbench.algorithms.fedamp import FedAMP
 from fedbench.algorithms.fedavg_am import FedAvgAM
+from fedbench.algorithms.fedem import FedEM
 from fedbench.algorithms.fedfomo import FedFomo
 from fedbench.algorithms.fedprox import FedProx
 from fedbench.algorithms.partial import FedPer, FedRep, LGFedAvg
 from fedbench.algorithms.perfedavg import PerFedAvg
+from fedbench.algorithms.pfedbayes import PFedBayes
 from fedbench.algorithms.pfedbred import PFedBreD
+from fedbench.algorithms.pfedhn import PFedHN
 from fedbench.algorithms.pfedme import PFedMe
 from fedbench.algorithms.scaffold import Scaffold
 from fedbench.algorithms.server_opt import FedAdagrad, FedAdam, FedAvgM, FedYogi
@@ -51,6 +54,9 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedadam": FedAdam,
     "fedyogi": FedYogi,
     "fedadagrad": FedAdagrad,
+    "fedem": FedEM,
+    "pfedbayes": PFedBayes,
+    "pfedhn": PFedHN,
     "fedfomo": FedFomo,
 }
 
