@@ -9,6 +9,7 @@ not a solver tolerance; the tests check it against enumerating every active set.
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg import cho_factor, cho_solve
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -22,16 +23,27 @@ def project_simplex(v: np.ndarray) -> np.ndarray:
 
 
 def _eqp(Q: np.ndarray, g: np.ndarray, free: np.ndarray) -> np.ndarray:
-    """Step d on the free coordinates minimising ½dᵀQd + gᵀd with Σd = 0 (d = 0 elsewhere)."""
+    """Step d on the free coordinates minimising ½dᵀQd + gᵀd with Σd = 0 (d = 0 elsewhere).
+
+    Q_FF d = -g_F + ν1 with 1ᵀd = 0 gives d = Q_FF⁻¹(ν1 - g_F), ν = 1ᵀQ_FF⁻¹g_F / 1ᵀQ_FF⁻¹1
+    (Cholesky); the full KKT system by least squares when Q_FF is not positive definite.
+    """
     f = np.nonzero(free)[0]
     n = len(f)
+    Qf, gf = Q[np.ix_(f, f)], g[f]
+    d = np.zeros_like(g)
+    try:
+        chol = cho_factor(Qf)
+        qg, q1 = cho_solve(chol, gf), cho_solve(chol, np.ones(n))
+        d[f] = (qg.sum() / q1.sum()) * q1 - qg
+        return d
+    except np.linalg.LinAlgError:
+        pass
     kkt = np.zeros((n + 1, n + 1))
-    kkt[:n, :n] = Q[np.ix_(f, f)]
+    kkt[:n, :n] = Qf
     kkt[:n, n] = 1.0
     kkt[n, :n] = 1.0
-    rhs = np.concatenate([-g[f], [0.0]])
-    sol = np.linalg.lstsq(kkt, rhs, rcond=None)[0]
-    d = np.zeros_like(g)
+    sol = np.linalg.lstsq(kkt, np.concatenate([-gf, [0.0]]), rcond=None)[0]
     d[f] = sol[:n]
     return d
 
