@@ -140,29 +140,28 @@ class LeafCelebA(CheckedSource):
             )
             celebs = [celebs[i] for i in np.sort(pick)]
         zpath = self._path(raw_dir, IMAGES)
-        xs, ys, gs = [], [], []
+        chosen = [(img, k) for k, celeb in enumerate(celebs) for img in sorted(by_celeb[celeb])]
+        if not chosen:
+            raise ValueError(f"{self.name}: no celebrity has {MIN_IMAGES} images")
+        side = params["side"]
+        x = np.empty((len(chosen), 3, side, side), dtype=np.float32)  # no second copy
         try:
             with zipfile.ZipFile(zpath) as z:
                 member = {PurePosixPath(n).name: n for n in z.namelist() if n.endswith(".jpg")}
-                for k, celeb in enumerate(celebs):
-                    for img in sorted(by_celeb[celeb]):
-                        if img not in member or img not in smiling:
-                            raise ValueError(f"{img} is missing from {IMAGES} or {ATTRS}")
-                        xs.append(celeba_image(z.read(member[img]), img, params["side"]))
-                        ys.append(smiling[img])
-                        gs.append(k)
+                for i, (img, _) in enumerate(chosen):
+                    if img not in member or img not in smiling:
+                        raise ValueError(f"{img} is missing from {IMAGES} or {ATTRS}")
+                    x[i] = celeba_image(z.read(member[img]), img, side)
         except zipfile.BadZipFile as err:
             raise ValueError(f"{zpath}: not a zip ({err})") from None
-        if not xs:
-            raise ValueError(f"{self.name}: no celebrity has {MIN_IMAGES} images")
         return natural_dataset(
             self.name,
-            np.stack(xs),
-            np.array(ys, dtype=np.int64),
-            np.array(gs, dtype=np.int64),
+            x,
+            np.array([smiling[img] for img, _ in chosen], dtype=np.int64),
+            np.array([k for _, k in chosen], dtype=np.int64),
             self.num_classes,
             f"leaf_celeba: {raw_dir}; {len(celebs)} celebrities with >= {MIN_IMAGES} images, "
-            f"{len(xs)} images resized to {params['side']}x{params['side']}, label Smiling; "
+            f"{len(chosen)} images resized to {params['side']}x{params['side']}, label Smiling; "
             f"params={params}",
         )
 

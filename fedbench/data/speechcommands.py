@@ -84,16 +84,20 @@ def read_speechcommands(
     speakers = sorted(s for s, c in counts.items() if c >= min_samples)
     chosen = {k for k in train if counts[speaker_of(k)] >= min_samples}
     words = sorted({k.split("/")[0] for k in keys})
-    audio: dict[str, np.ndarray] = {}
+    order = sorted(chosen)
+    row = {k: i for i, k in enumerate(order)}
+    x = np.zeros((len(order), 1, RATE), dtype=np.float32)  # filled in place: no second copy
+    filled = 0
     with tarfile.open(path, "r:gz") as tar:
         for m in tar:
             key = _member_key(m.name) if m.isfile() else None
-            if key in chosen:
-                audio[key] = decode_wav(tar.extractfile(m).read(), m.name)
-    order = sorted(chosen)
+            if key in row:
+                x[row[key], 0] = decode_wav(tar.extractfile(m).read(), m.name)
+                filled += 1
+    if filled != len(order):
+        raise ValueError(f"{path}: {len(order) - filled} clips vanished between the two passes")
     sid = {s: i for i, s in enumerate(speakers)}
     wid = {w: i for i, w in enumerate(words)}
-    x = np.stack([audio[k] for k in order])[:, None, :]
     y = np.array([wid[k.split("/")[0]] for k in order], dtype=np.int64)
     g = np.array([sid[speaker_of(k)] for k in order], dtype=np.int64)
     return x, y, g, words, speakers, len(counts) - len(speakers)
