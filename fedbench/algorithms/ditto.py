@@ -11,6 +11,8 @@ from fedbench.algorithms.pair import FED, LOC, joined, split
 from fedbench.algorithms.partial import tail_phase
 from fedbench.engine.functional import Apply, Params, tree_sub
 
+SCHEDULES = ("phases", "joint")
+
 
 @dataclass(frozen=True)
 class Ditto(Algorithm):
@@ -24,6 +26,10 @@ class Ditto(Algorithm):
     open) and persists across rounds; a never-sampled client keeps it. Each phase freezes the
     other model (weights, momentum, weight decay), as if each had its own optimiser.
     Protocol `personal` = the client's local model.
+
+    `schedule: joint` is the paper's Alg. 1 instead: every local step updates both models on
+    the step's batch (w on CE; v on CE + the prox), with no extra epochs (`tau` unused), so it
+    also runs when local training counts steps (pFedBreD's R = 20; its Table 8 row).
     """
 
     name: ClassVar[str] = "ditto"
@@ -31,6 +37,7 @@ class Ditto(Algorithm):
     mu: float = 1.0
     tau: int = 5
     prox: str = "layer_norm"
+    schedule: str = "phases"
 
     def __post_init__(self):
         if self.mu < 0:
@@ -39,9 +46,11 @@ class Ditto(Algorithm):
             raise ValueError(f"ditto: tau must be a positive integer, got {self.tau!r}")
         if self.prox not in PROX_FORMS:
             raise ValueError(f"ditto: prox must be one of {PROX_FORMS}, got {self.prox!r}")
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"ditto: schedule must be one of {SCHEDULES}, got {self.schedule!r}")
 
     def local_epochs(self, epochs: int) -> int:
-        return epochs + self.tau
+        return epochs + (self.tau if self.schedule == "phases" else 0)
 
     def init_client_state(self, client_id: int, global_params: Params, fresh) -> State:
         return {"local": dict(global_params)}
@@ -52,17 +61,24 @@ class Ditto(Algorithm):
 
     def step_noise(self, rng, ctx: ClientContext, global_params):
         # 1 = local-model phase (the last tau epochs); deterministic, so `rng` is not used.
+        if self.schedule == "joint":
+            return None
         return tail_phase(ctx, self.tau, self.name)
 
     def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
         fed, loc = split(params, FED), split(params, LOC)
+        prox = prox_term(loc, carry["anchor"], self.prox)
+        if noise is None:  # joint: both models step on this batch
+            data = self.data_loss(apply, fed, batch) + self.data_loss(apply, loc, batch)
+            return data + self.mu * prox
         # With a 0/1 phase this blend is exactly the active model: one forward pass per step,
         # and the inactive model gets no gradient (it is also frozen by update_mask).
         active = {k: (1 - noise) * fed[k] + noise * loc[k] for k in fed}
-        prox = prox_term(loc, carry["anchor"], self.prox)
         return self.data_loss(apply, active, batch) + noise * self.mu * prox
 
     def update_mask(self, params, carry, noise):
+        if noise is None:
+            return None
         return {k: noise if k.startswith(LOC) else 1 - noise for k in params}
 
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):

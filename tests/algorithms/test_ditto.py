@@ -91,3 +91,32 @@ def test_phases_and_personal_model():
     assert torch.equal(
         algo.personal_params("personal", g, state)["weight"], state["local"]["weight"]
     )
+
+
+def test_joint_schedule_global_model_is_fedavg_on_counted_steps(tiny):
+    # Alg. 1's schedule: w's steps are FedAvg's whatever v does; it also runs on counted steps.
+    fed, apply, p0 = tiny
+    cfg = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_steps=3, clients_per_round=3)
+    algo = build_algorithm("ditto", mu=1.0, prox="squared", schedule="joint")
+    a = run_rounds(algo, apply, fed, cfg, Streams(4), p0)
+    b = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(4), p0)
+    for k, v in a.global_params.items():
+        torch.testing.assert_close(v, b.global_params[k], rtol=0, atol=1e-6)
+
+
+def test_joint_schedule_gradients_by_hand():
+    algo = build_algorithm("ditto", mu=2.0, prox="squared", schedule="joint")
+    assert algo.local_epochs(3) == 3 and algo.step_noise(None, CTX, {}) is None
+    g = {"weight": torch.tensor([0.0, 0.0, 0.0])}
+    state = {"local": {"weight": torch.tensor([3.0, 0.0, -4.0])}}
+    params, carry = algo.client_begin(g, {}, state, CTX)
+    batch = Batch(torch.zeros(2, 1), torch.tensor([0, 0]))
+    p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
+    loss = algo.local_loss(_logits, p, batch, carry, None)
+    grads = dict(zip(p, torch.autograd.grad(loss, list(p.values()))))
+    # Both models step: w on CE alone (softmax 1/3 each, label 0), v on CE + 2 (v - θ^g).
+    torch.testing.assert_close(grads["fed.weight"], torch.tensor([-2 / 3, 1 / 3, 1 / 3]))
+    e = torch.tensor([3.0, 0.0, -4.0]).exp()
+    ce = e / e.sum() - torch.tensor([1.0, 0.0, 0.0])
+    torch.testing.assert_close(grads["loc.weight"], ce + 2.0 * torch.tensor([3.0, 0.0, -4.0]))
+    assert algo.update_mask(params, carry, None) is None

@@ -23,6 +23,7 @@ CASES = {
     "apfl-adaptive": ("apfl", {"adaptive_alpha": True}),
     "ditto": ("ditto", {"tau": 1}),
     "ditto-squared": ("ditto", {"tau": 1, "prox": "squared"}),
+    "ditto-joint": ("ditto", {"prox": "squared", "schedule": "joint"}),
     "pfedme": ("pfedme", {"mu": 1.0, "eval": "local"}),
     "pfedme-paper": ("pfedme", {"variant": "paper", "eval": "local", "inner_steps": 2}),
 }
