@@ -24,17 +24,24 @@ NORMALISATIONS = {
 @dataclass(frozen=True)
 class Augment:
     """Random rotation by U(-rotate, rotate) degrees (nearest pixel, black fill), horizontal flip
-    with probability `hflip`, and a fixed per-channel normalisation of the pool."""
+    with probability `hflip`, and a fixed per-channel normalisation of the pool.
+
+    `test`: also transform the clients' test splits at every evaluation, with fresh draws (the
+    SuPerFed release's TinyImageNet, whose client test splits are carved from the augmented
+    training set, spec superfed.md §4.6); the global test set is never transformed."""
 
     rotate: float = 0.0
     hflip: float = 0.0
     normalize: str | None = None
+    test: bool = False
 
     def __post_init__(self):
         if not 0 <= self.rotate <= 180:
             raise ValueError(f"training.augment.rotate: must be in [0, 180] (got {self.rotate!r})")
         if not 0 <= self.hflip <= 1:
             raise ValueError(f"training.augment.hflip: must be in [0, 1] (got {self.hflip!r})")
+        if not isinstance(self.test, bool):
+            raise ValueError(f"training.augment.test: must be true or false (got {self.test!r})")
         if self.normalize is not None and self.normalize not in NORMALISATIONS:
             raise ValueError(
                 f"training.augment.normalize: unknown {self.normalize!r}; "
@@ -48,7 +55,7 @@ class Augment:
             return None
         if not isinstance(d, dict):
             raise ValueError(f"training.augment: expected a mapping or null (got {d!r})")
-        valid = ("rotate", "hflip", "normalize")
+        valid = ("rotate", "hflip", "normalize", "test")
         unknown = sorted(set(d) - set(valid))
         if unknown:
             raise ValueError(f"training.augment: unknown key(s) {unknown}; valid: {list(valid)}")

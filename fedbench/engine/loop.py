@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ServerContext
+from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import (
@@ -79,6 +80,21 @@ def select_per_client(
 
 # Key of the `eval` stream's fine-tuning batches (algo.eval_batches); the landscape uses 24.
 TUNE_KEY = 1
+AUGMENT_TEST_KEY = 2  # `eval` stream key of the test-split augmentation draws (augment.test)
+
+
+def augmented_test_split(
+    fed: Federation, aug: Augment, streams: Streams, round_: int
+) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+    """The clients' test samples transformed with this evaluation's draws (`eval` stream keyed
+    by the round), as (x, y, per-client indices into them); the pool itself is untouched."""
+    idx = [t for t in fed.test]
+    flat = torch.cat(idx) if idx else torch.zeros(0, dtype=torch.long)
+    gen = streams.torch_generator("eval", AUGMENT_TEST_KEY, round_)
+    x = aug.apply(fed.x[flat], aug.draw(gen, (len(flat),)))
+    bounds = [0, *torch.cumsum(torch.tensor([len(t) for t in idx]), 0).tolist()]
+    local = [torch.arange(a, b, device=flat.device) for a, b in zip(bounds, bounds[1:])]
+    return x, fed.y[flat], local
 
 
 def tuning_batches(
@@ -110,14 +126,21 @@ def evaluate_round(
     if not fed.val:
         val_candidates = set()
     clients, on_val = {}, {}
+    test_split = (fed.x, fed.y, fed.test)
+    aug = cfg.augment
+    if aug is not None and aug.test and aug.random:
+        if streams is None:
+            raise ValueError("training.augment.test: evaluation needs the run's streams")
+        test_split = augmented_test_split(fed, aug, streams, state.round)
+    val_split = (fed.x, fed.y, fed.val)
 
-    def evaluate(protocol: str, splits: list[list[torch.Tensor]]) -> list[dict[str, list]]:
+    def evaluate(protocol: str, splits: list[tuple]) -> list[dict[str, list]]:
         if protocol == "global":
             return [
                 evaluate_clients_shared(
-                    apply, state.global_params, fed.x, fed.y, s, cfg.eval_batch_size, cfg.ece_batch
+                    apply, state.global_params, x, y, s, cfg.eval_batch_size, cfg.ece_batch
                 )
-                for s in splits
+                for x, y, s in splits
             ]
         per_client = [  # built once, evaluated on every split
             algo.personal_params(protocol, state.global_params, state.client_states[i])
@@ -139,17 +162,15 @@ def evaluate_round(
                 for i, params in enumerate(per_client)
             ]
         return [
-            evaluate_clients_each(
-                apply, per_client, fed.x, fed.y, s, cfg.eval_batch_size, cfg.ece_batch
-            )
-            for s in splits
+            evaluate_clients_each(apply, per_client, x, y, s, cfg.eval_batch_size, cfg.ece_batch)
+            for x, y, s in splits
         ]
 
     for protocol in ("global", *algo.personal_protocols):
         if protocol in val_candidates:
-            clients[protocol], on_val[protocol] = evaluate(protocol, [fed.test, fed.val])
+            clients[protocol], on_val[protocol] = evaluate(protocol, [test_split, val_split])
         else:
-            (clients[protocol],) = evaluate(protocol, [fed.test])
+            (clients[protocol],) = evaluate(protocol, [test_split])
     for name, (candidates, metric) in algo.selections.items():
         clients[name] = select_per_client([clients[c] for c in candidates], metric)
     if on_val:

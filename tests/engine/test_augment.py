@@ -115,3 +115,55 @@ def test_executors_agree_with_augmentation_and_it_changes_training():
         (seq.global_params[k] - plain.global_params[k]).abs().max() > 1e-4
         for k in seq.global_params
     )
+
+
+def test_augment_test_flag_is_validated():
+    assert Augment.from_dict({"hflip": 1.0, "test": True}).test is True
+    with pytest.raises(ValueError, match="augment.test"):
+        Augment.from_dict({"hflip": 1.0, "test": "yes"})
+
+
+def test_augmented_test_split_transforms_each_client_sample():
+    from fedbench.engine.loop import augmented_test_split
+
+    fed = _image_fed()
+    # hflip = 1 flips every image: the expected split is the pool's test samples, mirrored.
+    x, y, local = augmented_test_split(fed, Augment(hflip=1.0, test=True), Streams(0), 3)
+    for c, idx in enumerate(fed.test):
+        assert torch.equal(x[local[c]], fed.x[idx].flip(-1))
+        assert torch.equal(y[local[c]], fed.y[idx])
+    # Random draws: fresh per evaluation round, the same for the same round and seed.
+    half = Augment(hflip=0.5, test=True)
+    a, _, _ = augmented_test_split(fed, half, Streams(0), 3)
+    b, _, _ = augmented_test_split(fed, half, Streams(0), 3)
+    c, _, _ = augmented_test_split(fed, half, Streams(0), 4)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+
+
+def test_augment_test_changes_only_the_client_test_metrics():
+    def first_eval(test):
+        model = build_model("mlp", (1, 6, 6), 3, init_seed=0, hidden=8)
+        cfg = TrainConfig(
+            rounds=1,
+            batch_size=4,
+            lr=0.1,
+            local_epochs=1,
+            clients_per_round=3,
+            eval_every=1,
+            augment={"rotate": 30, "hflip": 0.5, "test": test},
+        )
+        return run_rounds(
+            build_algorithm("fedavg"),
+            make_apply(model),
+            _image_fed(),
+            cfg,
+            Streams(2),
+            params_of(model),
+        )
+
+    plain, augmented = first_eval(False), first_eval(True)
+    # Training is the same (same draws); only the evaluation of the test splits differs.
+    for k in plain.global_params:
+        assert torch.equal(plain.global_params[k], augmented.global_params[k])
+    loss = [r.records[0]["clients"]["global"]["loss"] for r in (plain, augmented)]
+    assert loss[0] != loss[1]
