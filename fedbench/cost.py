@@ -444,7 +444,9 @@ def time_cell(
 
     def model_with(seed: int) -> torch.nn.Module:
         arch, mparams = spec["model"]["arch"], spec["model"]["params"]
-        return build_model(arch, shape, classes, init_seed=seed, **mparams).to(dev)
+        return build_model(
+            arch, shape, classes, init_seed=seed, extras=template.extras, **mparams
+        ).to(dev)
 
     model = model_with(streams.torch_seed("init"))
     executor, _ = resolve_executor(cfg.executor, model)

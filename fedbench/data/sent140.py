@@ -309,7 +309,10 @@ class Sent140(Source):
         hold 3 or more tweets with a heavy tail (as LEAF's users), about n_train tweets in all;
         n_test is unused (the partition splits each client)."""
         p = self.check_params(params)
-        n_users = max(n_train // 5, (p["clients"] or 1) * p["min_users"], 1)
+        clients = p["clients"] or 1
+        # Small stand-ins (cost probes) lower min_users so each user still has 3 tweets.
+        p["min_users"] = max(1, min(p["min_users"], n_train // (3 * clients)))
+        n_users = max(n_train // 5, clients * p["min_users"])
         if n_train < 3 * n_users:
             raise ValueError(
                 f"{self.name}: stand-in needs n_train >= {3 * n_users} (3 tweets for each of "

@@ -209,7 +209,9 @@ def test_bad_params_are_named():
         src.check_params({"clients": 0})
     with pytest.raises(ValueError, match="fraction must be"):
         src.check_params({"fraction": 0.0})
-    with pytest.raises(ValueError, match="n_train >= 300"):
-        src.standin(np.random.default_rng(0), n_train=200)
+    with pytest.raises(ValueError, match="n_train >= 30 "):
+        src.standin(np.random.default_rng(0), n_train=20)  # 10 clients of >= 1 user of 3 tweets
+    small = src.standin(np.random.default_rng(0), n_train=200)  # min_users lowered to 6
+    assert len(small.y_train) == 200 and np.bincount(small.groups).min() >= 18
     with pytest.raises(FileNotFoundError, match="trainingandtestdata.zip"):
         src.load("/nonexistent")
