@@ -290,3 +290,22 @@ def test_resume_under_another_commit_is_recorded(prepared, monkeypatch, caplog):
         _, info, _ = _run(root, spec, "commit")
     assert info["git_commit"] == "bbbb" and info["resumed_from_commit"] == "aaaa"
     assert any("aaaa" in r.getMessage() for r in caplog.records)
+
+
+def test_truncated_checkpoint_and_stale_temporary_are_cleaned(prepared, monkeypatch, caplog):
+    root, catalog = prepared
+    spec = _spec(catalog, "fedavg")
+    reference, _, _ = _run(root, spec, "trunc-ref")
+    with monkeypatch.context() as m:
+        _crash_after(m, 2)
+        with pytest.raises(Crash):
+            _run(root, spec, "trunc")
+    out = root / "trunc"
+    data = (out / "checkpoint.pt").read_bytes()
+    (out / "checkpoint.pt").write_bytes(data[: len(data) // 3])  # as a torn write would
+    (out / ".checkpoint.pt.k1ll3d.pt.tmp").write_bytes(data[:100])  # a write killed mid-file
+    with caplog.at_level(logging.WARNING, logger="fedbench.checkpoint"):
+        got, info, _ = _run(root, spec, "trunc")
+    assert got == reference and info["resumed_from_round"] == 1
+    assert any("trailer" in r.getMessage() for r in caplog.records)
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "run.yaml"]
