@@ -22,7 +22,10 @@ class TrainConfig:
     local_steps: int | None = None
     clients_per_round: int | None = None
     participation: float | None = None
-    lr_decay: float = 1.0  # lr at round t (1-based) = lr * lr_decay ** (t - 1)
+    # lr at round t (1-based) = lr * lr_decay ** ((t - 1) // lr_decay_every): every round by
+    # default, a step decay every s rounds with lr_decay_every = s (AAggFF's phi and s)
+    lr_decay: float = 1.0
+    lr_decay_every: int = 1
     momentum: float = 0.0
     weight_decay: float = 0.0
     eval_every: int = 1
@@ -70,6 +73,8 @@ class TrainConfig:
             bad("participation", "must be in (0, 1]")
         if not 0 < self.lr_decay <= 1:
             bad("lr_decay", "must be in (0, 1]")
+        if not isinstance(self.lr_decay_every, int) or self.lr_decay_every < 1:
+            bad("lr_decay_every", "must be a positive integer")
         if not 0 <= self.momentum < 1:
             bad("momentum", "must be in [0, 1)")
         if self.weight_decay < 0:
@@ -107,4 +112,4 @@ class TrainConfig:
 
     def lr_at(self, round_: int) -> float:
         """Learning rate of round `round_` (1-based)."""
-        return self.lr * self.lr_decay ** (round_ - 1)
+        return self.lr * self.lr_decay ** ((round_ - 1) // self.lr_decay_every)
