@@ -12,7 +12,7 @@ from fedbench.engine.loop import run_rounds
 from fedbench.models import build_model
 from fedbench.rng import Streams
 
-CFG = TrainConfig(rounds=3, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=3)
+CFG = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)
 CTX = ClientContext(client_id=0, round=1, lr=0.1, rounds=3, num_train=2, num_steps=1)
 
 
