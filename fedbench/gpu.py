@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,13 +29,22 @@ class NoFreeGPU(RuntimeError):
 
 
 def visible_gpus(env: dict[str, str] | None = None) -> list[str]:
-    """The GPU ids this process may use: CUDA_VISIBLE_DEVICES if set, else 0..count-1."""
+    """The GPU ids this process may use: CUDA_VISIBLE_DEVICES if set, else 0..count-1.
+
+    Counted without torch: once CUDA is initialised in a process (torch.cuda.device_count()
+    may do so) a later CUDA_VISIBLE_DEVICES is ignored, so the pin would not take.
+    """
     env = os.environ if env is None else env
     if env.get(ENV, "").strip():
         return [g.strip() for g in env[ENV].split(",") if g.strip()]
-    import torch
-
-    return [str(i) for i in range(torch.cuda.device_count())]
+    proc = Path("/proc/driver/nvidia/gpus")  # one folder per GPU (Linux driver)
+    if proc.is_dir():
+        return [str(i) for i in range(sum(1 for _ in proc.iterdir()))]
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i in range(sum(line.startswith("GPU ") for line in out.stdout.splitlines()))]
 
 
 @contextlib.contextmanager
