@@ -316,14 +316,20 @@ def split_train_test(
     rounding: str = "floor",
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per client, a random int(test_fraction * n_k) samples for test, the rest for training;
-    rounding "round": Python's round(test_fraction * n_k) (AAggFF's Speech Commands split)."""
+    rounding "round": Python's round(test_fraction * n_k) (AAggFF's Speech Commands split);
+    "leaf": LEAF's split, max(1, int((1 - test_fraction) * n_k)) training samples (1 of 2),
+    the rest for test (AAggFF's CelebA and Reddit)."""
     if not 0.0 <= test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in [0, 1), got {test_fraction!r}")
     train, test = [], []
     for c in clients:
         perm = rng.permutation(np.asarray(c, dtype=np.int64))
         size = test_fraction * len(perm)
-        cut = round(size) if rounding == "round" else int(size)
+        if rounding == "leaf":
+            n = len(perm)
+            cut = 0 if n < 2 else n - (1 if n == 2 else max(1, int((1.0 - test_fraction) * n)))
+        else:
+            cut = round(size) if rounding == "round" else int(size)
         test.append(np.sort(perm[:cut]))
         train.append(np.sort(perm[cut:]))
     return train, test
@@ -532,11 +538,12 @@ COMMON_KEYS = {
     "val_fraction": 0.0,
     "label_noise": None,
     "pool_fraction": 1.0,
-    # "random": int(f n) test samples; "random_round": round(f n); "stratified": ceil(f n) with
-    # the client's class shares (sklearn's stratified split)
+    # "random": int(f n) test samples; "random_round": round(f n); "leaf": n - max(1,
+    # int((1 - f) n)) (LEAF's split); "stratified": ceil(f n) with the client's class shares
+    # (sklearn's stratified split)
     "test_split": "random",
 }
-TEST_SPLITS = ("random", "random_round", "stratified")
+TEST_SPLITS = ("random", "random_round", "leaf", "stratified")
 NOISE_KEYS = ("kind", "eps", "variant")
 LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
 
@@ -650,7 +657,7 @@ def make_partition(
     if test_split == "stratified":
         train, test = split_train_test_stratified(clients, base, test_fraction, rng)
     else:
-        rounding = "round" if test_split == "random_round" else "floor"
+        rounding = {"random_round": "round", "leaf": "leaf"}.get(test_split, "floor")
         train, test = split_train_test(clients, test_fraction, rng, rounding)
     noise = spec.get("label_noise")
     noisy = None

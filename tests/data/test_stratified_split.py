@@ -58,3 +58,15 @@ def test_random_round_split_sizes():
         spec = {"kind": "natural", "test_fraction": 0.2, "test_split": split}
         part = make_partition(labels, groups, spec, np.random.default_rng(0))
         assert [len(t) for t in part.test] == want
+
+
+def test_leaf_split_sizes():
+    # LEAF: max(1, int(0.8 n)) training samples, 1 of 2: n = 2, 3, 5, 7, 10 -> 1, 1, 1, 2, 2 test
+    # (the floor split would give 0, 0, 1, 1, 2); a single sample stays in training
+    sizes = [2, 3, 5, 7, 10, 1]
+    labels = np.zeros(sum(sizes), dtype=np.int64)
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    spec = {"kind": "natural", "test_fraction": 0.2, "test_split": "leaf"}
+    part = make_partition(labels, groups, spec, np.random.default_rng(0))
+    assert [len(t) for t in part.test] == [1, 1, 1, 2, 2, 0]
+    assert [len(t) for t in part.train] == [1, 2, 4, 5, 8, 1]
