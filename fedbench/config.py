@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import math
 import re
 from pathlib import Path
@@ -26,7 +27,15 @@ DATASET_KEYS = ("source", "params", "transform", "training", "description")
 TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", *SECTIONS)
 DATA_MODES = ("real", "standin")
 SCALE_KEYS = ("data", "caps", "description", "standin_size")
-CAP_KEYS = ("rounds", "num_clients", "clients_per_round", "local_epochs", "seeds")
+CAP_KEYS = (
+    "rounds",
+    "num_clients",
+    "clients_per_round",
+    "local_epochs",
+    "local_steps",
+    "batch_size",
+    "seeds",
+)
 PARTITION_KINDS = (
     "iid",
     "shards",
@@ -157,6 +166,13 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
             )
         if not isinstance(e.get("params", {}), dict):
             raise ConfigError(f"models.{name}.params: expected a mapping, got {e['params']!r}")
+        valid = _model_params(MODELS[e["arch"]])
+        unknown = sorted(set(e.get("params", {})) - valid) if valid is not None else []
+        if unknown:
+            raise ConfigError(
+                f"models.{name}.params: unknown parameter(s) {unknown} of arch {e['arch']!r}; "
+                f"valid: {sorted(valid)}"
+            )
     for name, e in catalog["algorithms"].items():
         if not isinstance(e, dict) or "algorithm" not in e:
             raise ConfigError(f"algorithms.{name}: needs an 'algorithm' key")
@@ -249,6 +265,14 @@ def _type_mismatch(annotation: str, value: Any) -> str | None:
     return None
 
 
+def _model_params(cls: type) -> set[str] | None:
+    """The constructor's parameter names a catalog may set (None: it takes any keyword)."""
+    params = inspect.signature(cls).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return None
+    return {p.name for p in params} - {"input_shape", "num_classes"}
+
+
 def _algo_params(entry: dict) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k not in ("algorithm", "training", "description")}
 
@@ -316,7 +340,7 @@ def resolve_training(
                     t.pop(k, None)
         t.update(block)
     caps = scale_entry(catalog, scale).get("caps", {})
-    for key in ("rounds", "clients_per_round", "local_epochs"):
+    for key in ("rounds", "clients_per_round", "local_epochs", "local_steps", "batch_size"):
         if key in caps and t.get(key) is not None:
             t[key] = min(t[key], caps[key])
     TrainConfig.from_dict(t)  # validates

@@ -44,7 +44,7 @@ RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 VAL_PROTOCOLS = frozenset(n for cls in ALGORITHMS.values() for n in cls.val_selections)
 TABLE_EXTS = ("md", "tex", "csv")
 FIGURE_EXTS = ("png", "pdf")
-FIGURE_KINDS = ("rounds", "lambda", "landscape")
+FIGURE_KINDS = ("rounds", "lambda", "landscape", "partition")
 # A landscape is always the mean cross-entropy on the global test set, of one run per cell.
 LANDSCAPE_KEYS = ("caption", "kind", "rows", "columns", "seeds", "landscape")
 
@@ -100,6 +100,11 @@ def load_grid(path: str | Path, catalog: dict[str, Any]) -> Grid:
         raise ConfigError(f"{where}: 'paper' must equal the file name ({path.stem!r})")
     if raw.get("default_scale", "paper") not in catalog["scales"]:
         raise ConfigError(f"{where}.default_scale: not one of {sorted(catalog['scales'])}")
+    _check_seeds(f"{where}.seeds", raw.get("seeds", [0]))
+    for kind in ("tables", "figures"):
+        outs = raw.get(kind) or {}
+        if not isinstance(outs, dict) or not all(isinstance(o, dict) for o in outs.values()):
+            raise ConfigError(f"{where}.{kind}: expected a mapping of names to mappings")
     grid = Grid(path.stem, raw, path)
     for kind in ("tables", "figures"):
         for name, out in grid.outputs(kind).items():
@@ -125,10 +130,43 @@ def load_workflow(
     return grids
 
 
+def _check_seeds(where: str, seeds: Any) -> None:
+    ok = isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
+    if not (ok and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        raise ConfigError(
+            f"{where}: expected a non-empty list of distinct integers >= 0, got {seeds!r}"
+        )
+
+
 def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
+    if kind == "figures" and out.get("kind") == "partition":
+        from fedbench.report.partitions import validate_partition_figure
+
+        validate_partition_figure(where, out, catalog)
+        return
     unknown = sorted(set(out) - set(OUTPUT_KEYS))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {list(OUTPUT_KEYS)}")
+    for axis in ("rows", "columns"):
+        entries = out.get(axis, [{}])
+        if (
+            not isinstance(entries, list)
+            or not entries
+            or not all(isinstance(e, dict) for e in entries)
+        ):
+            raise ConfigError(
+                f"{where}.{axis}: expected a non-empty list of mappings (each with an 'id'), "
+                f"got {entries!r}"
+            )
+    if "seeds" in out:
+        _check_seeds(f"{where}.seeds", out["seeds"])
+    decimals = out.get("decimals", 2)
+    if isinstance(decimals, bool) or not (isinstance(decimals, int) and 0 <= decimals <= 10):
+        raise ConfigError(
+            f"{where}.decimals: expected an integer in 0..10, got {out['decimals']!r}"
+        )
+    if "percent" in out and not isinstance(out["percent"], bool):
+        raise ConfigError(f"{where}.percent: expected true or false, got {out['percent']!r}")
     landscape = kind == "figures" and out.get("kind") == "landscape"
     if landscape:
         _validate_landscape(where, out, catalog)
@@ -291,8 +329,11 @@ def resolve_scale(grid: Grid, config_scale: str | None) -> str:
 def cells(
     grid: Grid, kind: str, name: str, catalog: dict, scale: str
 ) -> dict[tuple[str, str], list[RunKey]]:
-    """(row id, column id) -> the runs (one per seed) of that cell."""
+    """(row id, column id) -> the runs (one per seed) of that cell (none for a partition
+    figure, which draws partition files, not runs)."""
     out = grid.outputs(kind)[name]
+    if out.get("kind") == "partition":
+        return {}
     seeds = out.get("seeds", grid.raw.get("seeds", [0]))
     seed_cap = catalog["scales"][scale].get("caps", {}).get("seeds")
     if seed_cap is not None:
@@ -453,4 +494,43 @@ def landscape_spec(grid: Grid, name: str, catalog: dict, scale: str):
             for label, key in landscape_panels(grid, name, catalog, scale)
         ],
         settings=LandscapeSettings.for_scale(out.get("landscape"), scale),
+    )
+
+
+def partition_panels(
+    grid: Grid, name: str, catalog: dict, scale: str
+) -> list[tuple[str, str, str]]:
+    """(column label, dataset file, partition file) per column of a figure of kind 'partition'."""
+    out = grid.outputs("figures")[name]
+    seed = int(out.get("seeds", [0])[0])
+    panels = []
+    for col, labelled in zip(
+        out["columns"], column_labels(grid, "figures", name, catalog, scale), strict=True
+    ):
+        dataset = choose_dataset(col["dataset"], catalog, scale)
+        panels.append(
+            (
+                labelled["label"],
+                f"results/{scale}/data/{dataset}.npz",
+                f"results/{scale}/partitions/{dataset}/{col['partition']}/seed{seed}.npz",
+            )
+        )
+    return panels
+
+
+def partition_spec(grid: Grid, name: str, catalog: dict, scale: str):
+    """The report's PartitionFigureSpec of one grid figure of kind 'partition'."""
+    from fedbench.report.partitions import PartitionFigureSpec, PartitionPanel
+
+    out = grid.outputs("figures")[name]
+    return PartitionFigureSpec(
+        paper=grid.name,
+        name=name,
+        caption=out.get("caption", ""),
+        scale=scale,
+        splits=tuple(row["id"] for row in out["rows"]),
+        columns=tuple(
+            PartitionPanel(label, Path(data), Path(part))
+            for label, data, part in partition_panels(grid, name, catalog, scale)
+        ),
     )

@@ -89,3 +89,29 @@ def test_catalog_files_extend_and_reject_duplicates(tmp_path, catalog):
     bad.write_text("scales: {}\n")
     with pytest.raises(ConfigError, match="scales"):
         extend_catalog(c, [bad])
+
+
+def test_smoke_caps_local_steps_and_batch_size(catalog):
+    # pFedBreD's Sent140 cell: R = 20 steps of batch 400 at paper scale, capped at smoke scale.
+    paper = resolve_run(
+        catalog,
+        "paper",
+        "pfedbred-sent140",
+        "pfedbred-sent140-natural",
+        "pfedbred-lstm",
+        "pfedbred-mh-l15",
+        0,
+    )["training"]
+    smoke = resolve_run(
+        catalog,
+        "smoke",
+        "pfedbred-sent140",
+        "pfedbred-sent140-natural",
+        "pfedbred-lstm",
+        "pfedbred-mh-l15",
+        0,
+    )["training"]
+    caps = catalog["scales"]["smoke"]["caps"]
+    assert (paper["local_steps"], paper["batch_size"]) == (20, 400)
+    assert smoke["local_steps"] == min(20, caps["local_steps"]) < 20
+    assert smoke["batch_size"] == min(400, caps["batch_size"]) < 400

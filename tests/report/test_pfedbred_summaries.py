@@ -11,23 +11,30 @@ import pytest
 from fedbench.papers import load_paper_values
 from fedbench.report.tables import summary_value
 
-TASKS = [
-    "femnist-mclr",
-    "femnist-dnn",
-    "fmnist-mclr",
-    "fmnist-dnn",
-    "mnist-mclr",
-    "mnist-dnn",
-    "cifar10-cnn",
-    "sent140-lstm",
-]
-HARD = ["femnist-dnn", "cifar10-cnn", "sent140-lstm"]
-SUMMARIES = {
-    "avg": ("mean", TASKS),
-    "std": ("std", TASKS),
-    "havg": ("mean", HARD),
-    "hstd": ("std", HARD),
-}
+
+def _grid_summaries(table: str) -> dict[str, tuple[str, list[str]]]:
+    """The summary columns the grid declares for `table`: id -> (stat, task columns)."""
+    from fedbench.config import load_catalog
+    from fedbench.grid import load_grid
+
+    out = load_grid("config/papers/pfedbred.yaml", load_catalog("config/config.yaml")).outputs(
+        "tables"
+    )[table]
+    tasks = [c["id"] for c in out["columns"]]
+    return {s["id"]: (s["stat"], s.get("columns", tasks)) for s in out["summaries"]}
+
+
+SUMMARIES = _grid_summaries("table1")
+TASKS = SUMMARIES["avg"][1]
+
+
+def test_the_grid_declares_the_papers_columns():
+    # Spec §6: Avg/Std over the 8 tasks, H.* over FEMNIST-DNN, CIFAR-10-CNN and Sent140-LSTM.
+    assert len(TASKS) == 8 and "sent140-lstm" in TASKS
+    assert SUMMARIES["havg"] == ("mean", ["femnist-dnn", "cifar10-cnn", "sent140-lstm"])
+    assert SUMMARIES["hstd"][0] == "std" and SUMMARIES["std"] == ("std", TASKS)
+    assert set(_grid_summaries("table2")) == {"avg", "havg"}
+    assert _grid_summaries("table1_final") == SUMMARIES
 
 
 def test_table1_summaries_from_the_papers_own_numbers():

@@ -14,6 +14,7 @@ from fedbench.grid import (
     landscape_file,
     landscape_panels,
     load_workflow,
+    partition_panels,
     output_files,
     resolve_scale,
 )
@@ -99,6 +100,17 @@ def landscape_inputs(wildcards):
     grid, scale = GRIDS[wildcards.paper], wildcards.scale
     panels = landscape_panels(grid, wildcards.figure, config, scale)
     return [landscape_file(scale, grid.name, wildcards.figure, k) for _, k in panels]
+
+
+def partition_inputs(wildcards):
+    """Input function of a figure: the data and partition files a kind 'partition' figure draws."""
+    out = GRIDS[wildcards.paper].outputs("figures").get(wildcards.figure) or {}
+    if out.get("kind") != "partition":
+        return []
+    panels = partition_panels(
+        GRIDS[wildcards.paper], wildcards.figure, config, wildcards.scale
+    )
+    return [f for _, data, part in panels for f in (data, part)]
 
 
 def landscape_settings(wildcards):

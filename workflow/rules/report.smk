@@ -35,6 +35,7 @@ rule figure:
     input:
         output_runs("figures"),
         landscapes=landscape_inputs,
+        partitions=partition_inputs,
     output:
         png=report(
             f"{PAPER_OUT}/{{figure}}.png",

@@ -1,15 +1,19 @@
-"""Snakemake adapter: one paper figure as .png and .pdf (learning/λ curves or loss landscapes)."""
+"""Snakemake adapter: one paper figure as .png and .pdf (curves, landscapes, partitions)."""
 
 from pathlib import Path
 
-from fedbench.grid import figure_spec, landscape_spec
+from fedbench.grid import figure_spec, landscape_spec, partition_spec
 from fedbench.report import learning_curves
 from fedbench.report.landscape import write_landscape_figure
+from fedbench.report.partitions import write_partition_figure
 
 sm = snakemake  # noqa: F821
 grid, name, scale = sm.params.grid, sm.wildcards.figure, sm.wildcards.scale
 out = Path(sm.output.png).with_suffix("")
-if grid.outputs("figures")[name].get("kind") == "landscape":
+kind = grid.outputs("figures")[name].get("kind")
+if kind == "landscape":
     write_landscape_figure(landscape_spec(grid, name, sm.config, scale), out)
+elif kind == "partition":
+    write_partition_figure(partition_spec(grid, name, sm.config, scale), out)
 else:
     learning_curves(figure_spec(grid, name, sm.config, scale), out)
