@@ -116,7 +116,9 @@ def write_partition_figure(spec: PartitionFigureSpec, out_prefix: str | Path) ->
 
     counts = [partition_counts(c.data, c.partition) for c in spec.columns]
     nr, nc = len(spec.splits), len(spec.columns)
-    fig, axes = plt.subplots(nr, nc, figsize=(3.2 * nc, 3.0 * nr), squeeze=False)
+    fig, axes = plt.subplots(
+        nr, nc, figsize=(2.8 * nc + 1.2, 2.8 * nr + 0.6), squeeze=False, layout="constrained"
+    )
     vmax = max(int(m[s].max()) for m in counts for s in spec.splits) or 1
     image: Any = None
     for j, (col, mats) in enumerate(zip(spec.columns, counts, strict=True)):
@@ -131,8 +133,10 @@ def write_partition_figure(spec: PartitionFigureSpec, out_prefix: str | Path) ->
                 norm=LogNorm(vmin=1, vmax=vmax),
             )
             ax.set_title(f"{col.label}: {split}", fontsize=9)
-            ax.set_xlabel("class", fontsize=8)
-            ax.set_ylabel("client", fontsize=8)
+            if i == nr - 1:
+                ax.set_xlabel("class", fontsize=8)
+            if j == 0:
+                ax.set_ylabel("client", fontsize=8)
             ax.tick_params(labelsize=7)
     if image is not None:
         fig.colorbar(image, ax=axes, shrink=0.8, label="samples (log scale; blank = none)")
