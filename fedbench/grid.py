@@ -223,7 +223,8 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
 
 
 def _check_summaries(where: str, out: dict) -> None:
-    """Summary columns: a list of {id, label, stat: mean|std, columns: [column ids]}."""
+    """Summary columns: a list of {id, label, stat: mean|std|mean_drop, columns: [column ids]}
+    (mean_drop: the columns are (before, after) pairs)."""
     summaries = out.get("summaries", [])
     if not isinstance(summaries, list):
         raise ConfigError(f"{where}.summaries: must be a list")
@@ -237,11 +238,15 @@ def _check_summaries(where: str, out: dict) -> None:
             raise ConfigError(f"{place}: unknown key(s) {unknown}; valid: id, label, stat, columns")
         if summ["id"] in col_ids:
             raise ConfigError(f"{place}: the id is already a column's")
-        if summ.get("stat") not in ("mean", "std"):
-            raise ConfigError(f"{place}.stat: must be 'mean' or 'std', got {summ.get('stat')!r}")
+        if summ.get("stat") not in ("mean", "std", "mean_drop"):
+            raise ConfigError(
+                f"{place}.stat: must be 'mean', 'std' or 'mean_drop', got {summ.get('stat')!r}"
+            )
         bad = [c for c in summ.get("columns", col_ids) if c not in col_ids]
         if bad:
             raise ConfigError(f"{place}.columns: unknown column(s) {bad}; valid: {col_ids}")
+        if summ["stat"] == "mean_drop" and len(summ.get("columns", col_ids)) % 2:
+            raise ConfigError(f"{place}.columns: mean_drop needs (before, after) column pairs")
 
 
 def _check_validation(where: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
@@ -431,14 +436,54 @@ def table_spec(grid: Grid, name: str, catalog: dict, scale: str):
     from fedbench.report import TableSpec
 
     out = grid.outputs("tables")[name]
+    fields = _spec_fields(grid, "tables", name, catalog, scale)
+    fields["rows"], notes = _defaults_marks(
+        fields["rows"], cells(grid, "tables", name, catalog, scale), catalog
+    )
     return TableSpec(
-        **_spec_fields(grid, "tables", name, catalog, scale),
+        **fields,
+        notes=notes,
         round=out.get("round", "final"),
         decimals=out.get("decimals", 2),
         spread=out.get("spread"),
         seed_spread=out.get("seed_spread", "std"),
         summaries=[dict(x) for x in out.get("summaries", [])],
     )
+
+
+DEFAULTS_MARK = "†"
+
+
+def _defaults_marks(
+    rows: list[dict], cellmap: dict[tuple[str, str], list[RunKey]], catalog: dict
+) -> tuple[list[dict], list[str]]:
+    """Mark rows whose algorithm takes hyperparameters the paper does not give (the class's
+    `defaults_from`) with a dagger, and say where they come from in one note per table."""
+    sources: dict[str, list[str]] = {}
+    marked = []
+    for row in rows:
+        names = {
+            k.algorithm for (rid, _c), keys in cellmap.items() if rid == row["id"] for k in keys
+        }
+        found = sorted(
+            {
+                src
+                for n in names
+                if (src := ALGORITHMS[catalog["algorithms"][n]["algorithm"]].defaults_from)
+            }
+        )
+        if found:
+            row = {**row, "label": f"{row['label']} {DEFAULTS_MARK}"}
+            for src in found:
+                sources.setdefault(src, []).append(str(row["id"]))
+        marked.append(row)
+    if not sources:
+        return marked, []
+    listed = "; ".join(f"{', '.join(ids)}: {src}" for src, ids in sources.items())
+    return marked, [
+        f"{DEFAULTS_MARK} hyperparameters the paper does not give, taken from the method's own "
+        f"paper ({listed})"
+    ]
 
 
 def figure_spec(grid: Grid, name: str, catalog: dict, scale: str):

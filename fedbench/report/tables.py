@@ -33,7 +33,9 @@ from fedbench.report.layout import (
 ROUND_MODES = ("final", "best")
 # ± over seeds: sample std, or the largest absolute deviation from the mean (pFedBreD's plots).
 SEED_SPREADS = ("std", "maxdev")
-SUMMARY_STATS = ("mean", "std")
+# mean_drop: the mean over consecutive column pairs (before, after) of before - after (pFedBreD's
+# Table 8 "Average Decrease by Noise").
+SUMMARY_STATS = ("mean", "std", "mean_drop")
 # Quantities where smaller is better, so "best round" takes the minimum.
 MIN_METRICS = ("loss", "ece", "mce")
 MIN_STATS = ("std", "gini")
@@ -110,6 +112,8 @@ class TableSpec:
     seed_spread: str = "std"
     # Columns computed from a row's cells: {id, label, stat: mean|std, columns: [ids] (all)}.
     summaries: list[dict] = field(default_factory=list)
+    # Footnotes printed with the header (e.g. which rows' hyperparameters are not the paper's).
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         """Reject an unknown round mode, stat, spread, scale or a cell outside the layout."""
@@ -135,6 +139,8 @@ class TableSpec:
             bad = [c for c in summ.get("columns", col_ids) if str(c) not in col_ids]
             if bad:
                 raise LayoutError(f"{where}: summary {sid!r} lists unknown column(s) {bad}")
+            if summ["stat"] == "mean_drop" and len(summ.get("columns", col_ids)) % 2:
+                raise LayoutError(f"{where}: summary {sid!r}: mean_drop needs column pairs")
         check_layout(self)
         if self.spread is not None:
             if self.spread not in PACK_STATS:
@@ -303,6 +309,11 @@ def summary_value(values: list[float], stat: str) -> float:
         return float(arr.mean())
     if stat == "std":
         return float(arr.std(ddof=1)) if len(arr) >= 2 else math.nan
+    if stat == "mean_drop":
+        if len(arr) % 2:
+            raise ValueError(f"mean_drop needs (before, after) pairs, got {len(arr)} values")
+        pairs = arr.reshape(-1, 2)
+        return float((pairs[:, 0] - pairs[:, 1]).mean())
     raise ValueError(f"summary stat must be one of {list(SUMMARY_STATS)}, got {stat!r}")
 
 
@@ -324,7 +335,11 @@ def _summary_rows(
             ours = summary_value([r["ours_mean"] for r in recs], summ["stat"])
             pv = paper_value(spec, row, str(summ["id"]), paper_values)
             paper = pv.value if pv is not None else math.nan
-            how = "sample std (ddof=1)" if summ["stat"] == "std" else "mean"
+            how = {
+                "std": "sample std (ddof=1)",
+                "mean": "mean",
+                "mean_drop": "mean of (before - after) over column pairs",
+            }[summ["stat"]]
             out.append(
                 {
                     "row": rid,
@@ -380,6 +395,7 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
     if spec.summaries:
         names = ", ".join(str(x.get("label", x["id"])) for x in spec.summaries)
         lines.append(("Summaries", SUMMARY_NOTE.format(names=names)))
+    lines += [("Note", note) for note in spec.notes]
     if table.attrs.get("paper_source"):
         lines.append(("Paper values from", table.attrs["paper_source"]))
     if (table["n_diverged"] > 0).any():

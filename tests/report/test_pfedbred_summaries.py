@@ -61,3 +61,24 @@ def test_a_wrong_number_would_be_caught():
     assert summary_value(values, "mean") != pytest.approx(
         pv.get("table1", "mh-am", "avg").value, abs=0.011
     )
+
+
+def test_table8_decrease_from_the_papers_own_numbers():
+    # The grid's mean_drop over (before, after) pairs gives the paper's "Average Decrease by
+    # Noise" column from its own before/after numbers (printed to one decimal: ±0.05).
+    pv = load_paper_values("pfedbred")
+    stat, cols = _grid_summaries("table8")["decrease"]
+    assert stat == "mean_drop" and len(cols) == 6
+    rows = sorted({r for (t, r, _c) in pv.values if t == "table8"})
+    checked = 0
+    for row in rows:
+        ours = summary_value([pv.get("table8", row, c).value for c in cols], stat)
+        assert ours == pytest.approx(pv.get("table8", row, "decrease").value, abs=0.05), row
+        checked += 1
+    assert checked == 5
+
+
+def test_mean_drop_by_hand_and_odd_columns_rejected():
+    assert summary_value([62.2, 60.7, 78.9, 77.3], "mean_drop") == pytest.approx(1.55)
+    with pytest.raises(ValueError, match="pairs"):
+        summary_value([1.0, 2.0, 3.0], "mean_drop")

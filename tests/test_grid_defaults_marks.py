@@ -1,0 +1,20 @@
+"""Rows whose hyperparameters come from the method's own paper are marked in generated tables."""
+
+from fedbench.config import load_catalog
+from fedbench.grid import DEFAULTS_MARK, load_grid, table_spec
+
+
+def test_rows_of_methods_without_paper_hyperparameters_are_marked():
+    cat = load_catalog("config/config.yaml")
+    grid = load_grid("config/papers/pfedbred.yaml", cat)
+    spec = table_spec(grid, "table1", cat, "smoke")
+    labels = {r["id"]: r["label"] for r in spec.rows}
+    # FedEM and pFedBayes take their own papers' defaults (their classes say so); the paper's own
+    # methods and the baselines it configures are not marked.
+    assert labels["fedem"].endswith(DEFAULTS_MARK) and labels["pfedbayes"].endswith(DEFAULTS_MARK)
+    assert not labels["mh"].endswith(DEFAULTS_MARK)
+    assert not labels["fedavg"].endswith(DEFAULTS_MARK)
+    (note,) = spec.notes
+    assert "fedem: FedEM" in note and "pfedbayes: pFedBayes" in note
+    # A table with no such row has no note.
+    assert table_spec(grid, "table3", cat, "smoke").notes == []
