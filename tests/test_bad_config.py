@@ -142,9 +142,37 @@ def bad_catalogs(draw):
                 "top",
                 "entry_type",
                 "algorithm_param",
+                "grid_shape",
             ]
         )
     )
+    if kind == "grid_shape":  # a grid whose seeds, axes or formatting have the wrong shape
+        key, value = draw(
+            st.one_of(
+                st.tuples(
+                    st.just("seeds"),
+                    st.one_of(
+                        st.lists(st.integers(max_value=-1), min_size=1, max_size=3),
+                        st.just([]),
+                        st.just([0, 0]),
+                        st.text(max_size=3),
+                        st.lists(st.booleans(), min_size=1, max_size=2),
+                    ),
+                ),
+                st.tuples(
+                    st.sampled_from(["rows", "columns"]),
+                    st.one_of(
+                        st.text(max_size=4), st.just([]), st.lists(st.integers(), min_size=1)
+                    ),
+                ),
+                st.tuples(st.just("decimals"), st.one_of(ints_below(0), st.text(max_size=2))),
+                st.tuples(st.just("percent"), st.one_of(st.text(max_size=3), st.integers())),
+            )
+        )
+        grid = copy.deepcopy(GRID)
+        on_table = key != "seeds" or draw(st.booleans())
+        (grid["tables"]["table1"] if on_table else grid)[key] = value
+        return BASE, grid, "toy.yaml", key
     if kind == "training":
         at = draw(st.sampled_from(TRAINING_AT))
         key = draw(st.sampled_from(sorted(BAD_TRAINING)))
@@ -203,11 +231,14 @@ def bad_catalogs(draw):
         return _set(BASE, ("partitions", name, key), value), GRID, f"partitions.{name}", key
     if kind == "names":  # an unknown registry name in the catalog, or an unknown entry in a cell
         bogus = draw(st.text(alphabet="xyzq", min_size=1, max_size=6))
-        where = draw(st.sampled_from(["source", "arch", "algorithm", "cell"]))
+        where = draw(st.sampled_from(["source", "arch", "model_param", "algorithm", "cell"]))
         if where == "source":
             return _set(BASE, ("datasets", "mnist", "source"), bogus), GRID, "datasets.mnist", bogus
         if where == "arch":
             return _set(BASE, ("models", "linear", "arch"), bogus), GRID, "models.linear", bogus
+        if where == "model_param":
+            cat = _set(BASE, ("models", "linear", "params"), {bogus: 1})
+            return cat, GRID, "models.linear.params", bogus
         if where == "algorithm":
             cat = _set(BASE, ("algorithms", "fedprox", "algorithm"), bogus)
             return cat, GRID, "algorithms.fedprox", bogus
