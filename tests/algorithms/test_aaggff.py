@@ -22,7 +22,7 @@ from fedbench.algorithms.aaggff import (
     responses,
     sampled_weights,
 )
-from fedbench.algorithms.base import ServerContext
+from fedbench.algorithms.base import Batch, ServerContext
 from fedbench.algorithms.simplex import project_simplex, qp_objective, simplex_qp
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
@@ -316,3 +316,20 @@ def test_sequential_and_vectorised_agree(name, params, per_round, tiny):
         torch.testing.assert_close(v, vec.global_params[k], rtol=0, atol=1e-5)
     if "p" in seq.server_state:
         torch.testing.assert_close(seq.server_state["p"], vec.server_state["p"], atol=1e-6, rtol=0)
+
+
+def test_prox_variant_adds_the_release_half_norm_term():
+    # AAggFF + FedProx: loss + μ·½ Σ_tensors ‖w - w_g‖₂; ‖(3, 4)‖ = 5, ‖(0, 1)‖ = 1: ½·6 = 3.
+    algo = build_algorithm("aaggff_d_prox", mu=0.1)
+    glob = {"a": torch.zeros(2), "b": torch.zeros(2)}
+    params = {"a": torch.tensor([3.0, 4.0]), "b": torch.tensor([0.0, 1.0])}
+    _, carry = algo.client_begin(glob, {}, {}, None)
+
+    def apply(p, x):
+        return torch.zeros(len(x), 2)  # uniform logits: cross-entropy ln 2
+
+    batch = Batch(torch.zeros(1, 1), torch.zeros(1, dtype=torch.long))
+    loss = algo.local_loss(apply, params, batch, carry, None)
+    assert loss.item() == pytest.approx(math.log(2.0) + 0.1 * 3.0)
+    plain = build_algorithm("aaggff_d")
+    assert plain.local_loss(apply, params, batch, {}, None).item() == pytest.approx(math.log(2.0))
