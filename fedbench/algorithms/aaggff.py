@@ -174,10 +174,10 @@ class _AAggFF(ServerOptimized):
         # The release starts from C·1_K (FedavgServer's mix_coefs), the thesis from 1/K.
         return np.full(K, C if self.variant == "code" else 1.0 / K)
 
-    def _apply(self, global_params, messages, weights: np.ndarray, server_state: State):
+    def _apply(self, global_params, messages, weights: np.ndarray, server_state: State, ctx):
         w = torch.as_tensor(weights, dtype=torch.float64)
         update = weighted_mean(messages["delta"], w)
-        return self.server_update(global_params, update, server_state)
+        return self.server_update(global_params, update, server_state, ctx)
 
 
 @dataclass(frozen=True)
@@ -218,7 +218,7 @@ class AAggFFS(_AAggFF):
             objective=st["objective"] + float(p @ losses),  # Figure 3.1's cumulative Σ p F
         )
         ids = np.asarray(ctx.client_ids)
-        return self._apply(global_params, messages, sampled_weights(p_new, ids), st)
+        return self._apply(global_params, messages, sampled_weights(p_new, ids), st, ctx)
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,7 @@ class AAggFFD(_AAggFF):
             grad_sum=torch.as_tensor(grad_sum),
             objective=st["objective"] + float(p[ids] @ losses),  # Figure 3.1, unnormalised p
         )
-        return self._apply(global_params, messages, sampled_weights(p_new, ids), st)
+        return self._apply(global_params, messages, sampled_weights(p_new, ids), st, ctx)
 
 
 # AAggFF + FedProx (Table 3.10): FedProx's local term composed with AAggFF's server; μ and the

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from fedbench.algorithms.base import Algorithm, ServerContext, masked_mean
+from fedbench.algorithms.server_opt import FedOpt, compensated_lr
 from fedbench.algorithms.simplex import project_simplex, simplex_qp
 from fedbench.engine.functional import Params, weighted_mean
 
@@ -105,6 +106,7 @@ class QFedAvg(Algorithm):
     needs_pre_loss: ClassVar[bool] = True
     q: float = 1.0
     weighted: bool = False
+    server_lr_compensation: bool = False  # the AAggFF release's η_s · lr_1 / lr_t
 
     def __post_init__(self):
         if self.q < 0:
@@ -113,9 +115,10 @@ class QFedAvg(Algorithm):
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
         # The release fixes L at the initial client learning rate (spec aaggff.md §2.4).
         L = server_state.get("L", 1.0 / ctx.lr)
+        eta, state = compensated_lr(1.0, self.server_lr_compensation, ctx, server_state)
         sizes = messages["weight"] if self.weighted else None
         up = qfedavg_update(messages["delta"], messages["pre_loss"], self.q, L, sizes)
-        return {k: v + up[k] for k, v in global_params.items()}, {**server_state, "L": L}
+        return {k: v + eta * up[k] for k, v in global_params.items()}, {**state, "L": L}
 
 
 @dataclass(frozen=True)
@@ -126,12 +129,14 @@ class TERM(Algorithm):
     needs_pre_loss: ClassVar[bool] = True
     lam: float = 0.1
     weighted: bool = False
+    server_lr_compensation: bool = False  # the AAggFF release's η_s · lr_1 / lr_t
 
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
+        eta, state = compensated_lr(1.0, self.server_lr_compensation, ctx, server_state)
         sizes = messages["weight"] if self.weighted else None
         p = term_weights(messages["pre_loss"], self.lam, sizes)
         up = _combine(messages["delta"], p)
-        return {k: v + up[k] for k, v in global_params.items()}, server_state
+        return {k: v + eta * up[k] for k, v in global_params.items()}, state
 
 
 @dataclass(frozen=True)
@@ -142,16 +147,20 @@ class AFL(Algorithm):
     name: ClassVar[str] = "afl"
     needs_pre_loss: ClassVar[bool] = True
     gamma: float = 0.01
+    server_lr_compensation: bool = False  # the AAggFF release's η_s · lr_1 / lr_t
 
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
         K = ctx.num_clients
         ids = np.asarray(ctx.client_ids)
-        lam = np.asarray(server_state.get("lam", torch.full((K,), 1.0 / K)), dtype=np.float64)
+        eta, state = compensated_lr(1.0, self.server_lr_compensation, ctx, server_state)
+        lam = np.asarray(state.get("lam", torch.full((K,), 1.0 / K)), dtype=np.float64)
         lam = afl_step(lam, messages["pre_loss"].cpu().numpy(), ids, self.gamma)
         w = torch.as_tensor(lam[ids])
         up = weighted_mean(messages["delta"], w) if w.sum() > 0 else None
-        new = global_params if up is None else {k: v + up[k] for k, v in global_params.items()}
-        return new, {**server_state, "lam": torch.as_tensor(lam)}
+        new = (
+            global_params if up is None else {k: v + eta * up[k] for k, v in global_params.items()}
+        )
+        return new, {**state, "lam": torch.as_tensor(lam)}
 
 
 @dataclass(frozen=True)
@@ -162,6 +171,7 @@ class FedMGDA(Algorithm):
     name: ClassVar[str] = "fedmgda"
     eps: float = 0.5
     server_lr: float = 1.0
+    server_lr_compensation: bool = False  # the AAggFF release's η_s · lr_1 / lr_t
 
     def __post_init__(self):
         if not 0 <= self.eps <= 1:
@@ -173,18 +183,21 @@ class FedMGDA(Algorithm):
         lam = torch.as_tensor(fedmgda_weights(flat / norms, self.eps))
         coef = lam / norms.squeeze(1)
         up = _combine(messages["delta"], coef)
-        return {k: v + self.server_lr * up[k] for k, v in global_params.items()}, server_state
+        eta, state = compensated_lr(self.server_lr, self.server_lr_compensation, ctx, server_state)
+        return {k: v + eta * up[k] for k, v in global_params.items()}, state
 
 
 @dataclass(frozen=True)
-class PropFair(Algorithm):
+class PropFair(FedOpt):
     """PropFair (Zhang et al. 2023) as released: the client minimises -log(M - ℓ) per minibatch
-    (spec §2.4: -log(1 - ℓ/M), linear ℓ/M near the pole); FedAvg aggregation."""
+    (spec §2.4: -log(1 - ℓ/M), linear ℓ/M near the pole); FedAvg's aggregation (FedOpt: sgd at
+    server lr 1 unless configured; `uniform_weights` for the release at C < 1)."""
 
     name: ClassVar[str] = "propfair"
     M: float = 2.0
 
     def __post_init__(self):
+        super().__post_init__()
         if not self.M > 0.2:
             raise ValueError(f"propfair: M must be > 0.2, got {self.M}")
 

@@ -62,12 +62,27 @@ def server_step(
     return new, {**state, "m": m, "v": v}
 
 
+def compensated_lr(
+    base: float, compensate: bool, ctx: ServerContext, state: State
+) -> tuple[float, State]:
+    """The server step size of this round, and the state remembering round 1's client lr.
+
+    With `compensate`, base · lr_1 / lr_t: the AAggFF release divides every server learning rate
+    by φ whenever it multiplies the client's by φ (spec aaggff.md §9.6, "server-LR compensation").
+    """
+    if not compensate:
+        return base, state
+    lr0 = state.get("lr0", ctx.lr)
+    return base * lr0 / ctx.lr, {**state, "lr0": lr0}
+
+
 @dataclass(frozen=True)
 class ServerOptimized(Algorithm):
     """Shared fields of every algorithm whose aggregated update goes through `server_step`.
 
     `reset_server_state` re-creates the optimiser state every round, as the AAggFF release does
     for its Table 3.10 runs (spec aaggff.md §9.6); the default keeps it (Reddi et al.).
+    `server_lr_compensation` scales the server lr by lr_1 / lr_t (the same release, all methods).
     """
 
     server_opt: str = "sgd"
@@ -76,6 +91,7 @@ class ServerOptimized(Algorithm):
     beta2: float = 0.999
     tau: float = 1e-3
     reset_server_state: bool = False
+    server_lr_compensation: bool = False
 
     def __post_init__(self):
         if self.server_opt not in SERVER_OPTS:
@@ -86,16 +102,19 @@ class ServerOptimized(Algorithm):
             raise ValueError(f"{self.name}: server_lr must be > 0, got {self.server_lr!r}")
 
     def server_update(
-        self, global_params: Params, update: Params, server_state: State
+        self, global_params: Params, update: Params, server_state: State, ctx: ServerContext
     ) -> tuple[Params, State]:
         """Apply the aggregated update through the configured optimiser; state under "opt"."""
+        lr, server_state = compensated_lr(
+            self.server_lr, self.server_lr_compensation, ctx, server_state
+        )
         opt = {} if self.reset_server_state else server_state.get("opt", {})
         new, opt = server_step(
             self.server_opt,
             global_params,
             update,
             opt,
-            self.server_lr,
+            lr,
             self.beta1,
             self.beta2,
             self.tau,
@@ -105,13 +124,16 @@ class ServerOptimized(Algorithm):
 
 @dataclass(frozen=True)
 class FedOpt(ServerOptimized):
-    """FedAvg's sample-size-weighted update fed to a server optimiser (Reddi et al. 2021)."""
+    """FedAvg's update fed to a server optimiser (Reddi et al. 2021); `uniform_weights` averages
+    the sampled clients equally (the AAggFF release's FedAvg at C < 1, spec §2.4)."""
 
     name: ClassVar[str] = "fedopt"
+    uniform_weights: bool = False
 
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
-        update = weighted_mean(messages["delta"], messages["weight"])
-        return self.server_update(global_params, update, server_state)
+        w = messages["weight"]
+        update = weighted_mean(messages["delta"], torch.ones_like(w) if self.uniform_weights else w)
+        return self.server_update(global_params, update, server_state, ctx)
 
 
 # Defaults: the AAggFF release's Table 3.10 settings (spec aaggff.md §9.6): β1 0.9, β2 0.999,

@@ -194,3 +194,33 @@ def test_fedopt_sgd_lr1_equals_fedavg(tiny):
     b = run_rounds(algo, apply, fed, CFG, Streams(4), p0, executor="sequential")
     for k in a.global_params:
         torch.testing.assert_close(a.global_params[k], b.global_params[k], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["term", "afl", "qfedavg", "fedmgda", "fedavgm", "aaggff_s"])
+def test_server_lr_compensation_follows_the_client_decay(name):
+    # Client lr 0.1 in round 1, 0.05 later (one decay by φ = 1/2): the release divides the server
+    # lr by φ, so the same messages move the model twice as far; off, the step is unchanged.
+    extra = {"beta1": 0.0} if name == "fedavgm" else {}
+    m = _msgs([[1.0], [1.0]], [0.5, 0.5])  # equal updates and losses: every rule's step is 1·η
+    steps = {}
+    for on in (False, True):
+        algo = build_algorithm(name, server_lr_compensation=on, **extra)
+        glob, state = {"w": torch.zeros(1)}, {}
+        glob, state = algo.aggregate(glob, m, state, _ctx(2, lr=0.1))
+        first = glob["w"].item()
+        glob, state = algo.aggregate(glob, m, state, _ctx(2, lr=0.05))
+        steps[on] = (first, glob["w"].item() - first)
+    assert steps[False][0] == pytest.approx(steps[False][1], rel=1e-6)
+    assert steps[True][0] == pytest.approx(steps[False][0], rel=1e-6)
+    assert steps[True][1] == pytest.approx(2 * steps[True][0], rel=1e-6)
+
+
+def test_fedopt_uniform_weights():
+    m = _msgs([[1.0], [4.0]], [1.0, 1.0], sizes=[3.0, 1.0])
+    sized, _ = build_algorithm("fedadagrad", server_opt="sgd", server_lr=1.0).aggregate(
+        {"w": torch.zeros(1)}, m, {}, _ctx(2)
+    )
+    uniform, _ = build_algorithm("propfair", uniform_weights=True).aggregate(
+        {"w": torch.zeros(1)}, m, {}, _ctx(2)
+    )
+    assert sized["w"].item() == pytest.approx(7 / 4) and uniform["w"].item() == pytest.approx(2.5)
