@@ -170,6 +170,12 @@ class _AAggFF(ServerOptimized):
                 f"{self.name}: variant must be one of {VARIANTS}, got {self.variant!r}"
             )
 
+    def server_metrics(self, server_state: State) -> dict[str, float]:
+        """Figure 3.1's cumulative global objective Σ_t Σ_i p_i^(t) F_i (thesis) and the release's
+        Σ_t -log(1 + ⟨F, p^(t)⟩) logged under the same name (spec §11)."""
+        keys = ("objective", "objective_code")
+        return {k: server_state[k] for k in keys if k in server_state}
+
     def _initial_p(self, K: int, C: float) -> np.ndarray:
         # The release starts from C·1_K (FedavgServer's mix_coefs), the thesis from 1/K.
         return np.full(K, C if self.variant == "code" else 1.0 / K)
@@ -201,6 +207,7 @@ class AAggFFS(_AAggFF):
                 A=torch.zeros(K, K, dtype=torch.float64),
                 b=torch.zeros(K, dtype=torch.float64),
                 objective=0.0,
+                objective_code=0.0,
             )
         losses = _vec(messages["pre_loss"])
         c2 = 1.0 / K if self.c2 is None else self.c2
@@ -216,6 +223,7 @@ class AAggFFS(_AAggFF):
             A=torch.as_tensor(A),
             b=torch.as_tensor(b),
             objective=st["objective"] + float(p @ losses),  # Figure 3.1's cumulative Σ p F
+            objective_code=st["objective_code"] - math.log1p(float(p @ losses)),
         )
         ids = np.asarray(ctx.client_ids)
         return self._apply(global_params, messages, sampled_weights(p_new, ids), st, ctx)
@@ -238,6 +246,7 @@ class AAggFFD(_AAggFF):
                 p=torch.as_tensor(self._initial_p(K, C)),
                 grad_sum=torch.zeros(K, dtype=torch.float64),
                 objective=0.0,
+                objective_code=0.0,
             )
         losses = _vec(messages["pre_loss"])
         c2 = C if self.c2 is None else self.c2
@@ -250,6 +259,7 @@ class AAggFFD(_AAggFF):
             p=torch.as_tensor(p_new),
             grad_sum=torch.as_tensor(grad_sum),
             objective=st["objective"] + float(p[ids] @ losses),  # Figure 3.1, unnormalised p
+            objective_code=st["objective_code"] - math.log1p(float(p[ids] @ losses)),
         )
         return self._apply(global_params, messages, sampled_weights(p_new, ids), st, ctx)
 

@@ -194,6 +194,11 @@ class Algorithm:
         mean_delta = weighted_mean(messages["delta"], messages["weight"])
         return {k: global_params[k] + mean_delta[k] for k in global_params}, server_state
 
+    def server_metrics(self, server_state: State) -> dict[str, float]:
+        """Scalars from the server state that each evaluation record keeps under "server"
+        (AAggFF's cumulative global objective for Figure 3.1); none by default."""
+        return {}
+
     def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
         """Parameters a client is evaluated with under a personal protocol."""
         raise KeyError(f"{self.name} has no evaluation protocol {protocol!r}")

@@ -310,6 +310,9 @@ def run_rounds(
                 "train_loss": _round(train_loss),
             }
             record.update(evaluate_round(algo, apply, fed, state, cfg, streams))
+            server = algo.server_metrics(state.server_state)
+            if server:
+                record["server"] = {k: _round(float(v)) for k, v in server.items()}
             emit(record)
         if after_round is not None:
             after_round(state, train_loss)

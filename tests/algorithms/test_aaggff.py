@@ -333,3 +333,32 @@ def test_prox_variant_adds_the_release_half_norm_term():
     assert loss.item() == pytest.approx(math.log(2.0) + 0.1 * 3.0)
     plain = build_algorithm("aaggff_d")
     assert plain.local_loss(apply, params, batch, {}, None).item() == pytest.approx(math.log(2.0))
+
+
+def test_records_carry_figure_3_1_objective(tiny):
+    # Each evaluation record's "server" holds the cumulative objective through that round, equal to
+    # Figure 3.1's sum recomputed (fedbench.metrics.fairness) from the p in force and the losses.
+    from fedbench.metrics.fairness import cumulative_objective
+
+    fed, apply, p0 = tiny
+    K, rows = fed.num_clients, []
+
+    class Recording(AAggFFD):
+        def aggregate(self, global_params, messages, server_state, ctx):
+            p = (
+                server_state["p"].numpy()
+                if "p" in server_state
+                else np.full(K, len(ctx.client_ids) / K)
+            )
+            F = np.full(K, np.nan)
+            F[list(ctx.client_ids)] = messages["pre_loss"].numpy()
+            rows.append((p.copy(), F))
+            return super().aggregate(global_params, messages, server_state, ctx)
+
+    cfg = dataclasses.replace(CFG, rounds=3, clients_per_round=2, eval_every=1)
+    state = run_rounds(Recording(), apply, fed, cfg, Streams(1), p0, executor="sequential")
+    P, F = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    for form, key in (("thesis", "objective"), ("code", "objective_code")):
+        want = cumulative_objective(F, P, form)
+        got = [rec["server"][key] for rec in state.records]
+        np.testing.assert_allclose(got, want, rtol=1e-5)
