@@ -24,7 +24,16 @@ from fedbench.models import MODELS
 
 SECTIONS = ("datasets", "partitions", "models", "algorithms")
 DATASET_KEYS = ("source", "params", "transform", "training", "description")
-TOP_KEYS = ("scale", "scales", "training", "threads", "device", "gpus_per_run", *SECTIONS)
+TOP_KEYS = (
+    "scale",
+    "scales",
+    "training",
+    "threads",
+    "device",
+    "gpus_per_run",
+    "checkpoint_every",
+    *SECTIONS,
+)
 DATA_MODES = ("real", "standin")
 SCALE_KEYS = ("data", "caps", "description", "standin_size")
 CAP_KEYS = (
@@ -217,6 +226,9 @@ def _check_top_values(catalog: dict) -> None:
     device = catalog.get("device", "auto")
     if not isinstance(device, str) or not DEVICE_RE.fullmatch(device):
         raise ConfigError(f"device: must be auto, cpu, cuda or cuda:N, got {device!r}")
+    every = catalog.get("checkpoint_every", 10)
+    if not _is_int(every) or every < 0:
+        raise ConfigError(f"checkpoint_every: must be an integer >= 0 (0 = off), got {every!r}")
     if catalog.get("scale") is not None and not isinstance(catalog["scale"], str):
         raise ConfigError(f"scale: must be a scale name or null, got {catalog['scale']!r}")
 

@@ -115,3 +115,13 @@ def test_smoke_caps_local_steps_and_batch_size(catalog):
     assert (paper["local_steps"], paper["batch_size"]) == (20, 400)
     assert smoke["local_steps"] == min(20, caps["local_steps"]) < 20
     assert smoke["batch_size"] == min(400, caps["batch_size"]) < 400
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, "often", True])
+def test_checkpoint_every_is_checked_at_dag_build(catalog, bad):
+    c = copy.deepcopy(catalog)
+    c["checkpoint_every"] = bad
+    with pytest.raises(ConfigError, match="checkpoint_every"):
+        validate_catalog(c)
+    c["checkpoint_every"] = 0  # 0 turns checkpoints off
+    validate_catalog(c)

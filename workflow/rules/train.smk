@@ -25,5 +25,6 @@ rule train:
     params:
         spec=run_spec,
         device=config["device"],
+        checkpoint_every=config.get("checkpoint_every", 10),
     script:
         "../scripts/train.py"

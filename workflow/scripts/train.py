@@ -3,6 +3,7 @@
 import contextlib
 import logging
 
+from fedbench.engine.checkpoint import CheckpointPolicy
 from fedbench.engine.run import execute_run
 from fedbench.gpu import claim_gpu
 
@@ -22,4 +23,5 @@ with claim_gpu() if wants_gpu else contextlib.nullcontext():
         threads=sm.threads,
         device=sm.params.device,
         params_path=sm.output.get("params"),  # absent in a workflow parsed before it existed
+        checkpoint=CheckpointPolicy(every_rounds=int(sm.params.checkpoint_every)),
     )
