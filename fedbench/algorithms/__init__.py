@@ -22,7 +22,7 @@ from fedbench.algorithms.pfedbred import PFedBreD
 from fedbench.algorithms.pfedhn import PFedHN
 from fedbench.algorithms.pfedme import PFedMe
 from fedbench.algorithms.scaffold import Scaffold
-from fedbench.algorithms.server_opt import FedAdagrad, FedAdam, FedAvgM, FedYogi
+from fedbench.algorithms.server_opt import FedAdagrad, FedAdam, FedAvgM, FedProxOpt, FedYogi
 from fedbench.algorithms.superfed import SuPerFed
 
 ALGORITHMS: dict[str, type[Algorithm]] = {
@@ -54,6 +54,7 @@ ALGORITHMS: dict[str, type[Algorithm]] = {
     "fedadam": FedAdam,
     "fedyogi": FedYogi,
     "fedadagrad": FedAdagrad,
+    "fedprox_opt": FedProxOpt,
     "fedem": FedEM,
     "pfedbayes": PFedBayes,
     "pfedhn": PFedHN,

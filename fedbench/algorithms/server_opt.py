@@ -15,6 +15,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ServerContext, State
+from fedbench.algorithms.fedprox import ProxLocal
 from fedbench.engine.functional import Params, weighted_mean
 
 SERVER_OPTS = ("sgd", "avgm", "adam", "yogi", "adagrad")
@@ -180,3 +181,11 @@ class FedAdagrad(FedOpt):
     server_lr: float = 1e-2
     beta1: float = 0.0
     tau: float = 1e-4
+
+
+@dataclass(frozen=True)
+class FedProxOpt(ProxLocal, FedOpt):
+    """FedProx's local term with FedOpt's server: the AAggFF release's FedProx (uniform weights
+    at C < 1, server-lr compensation) or FedProx + any server optimiser."""
+
+    name: ClassVar[str] = "fedprox_opt"

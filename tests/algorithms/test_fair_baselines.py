@@ -224,3 +224,21 @@ def test_fedopt_uniform_weights():
         {"w": torch.zeros(1)}, m, {}, _ctx(2)
     )
     assert sized["w"].item() == pytest.approx(7 / 4) and uniform["w"].item() == pytest.approx(2.5)
+
+
+def test_fedprox_opt_composes_fedprox_and_the_server(tiny):
+    # Defaults (squared prox, sgd at lr 1, size weights) are FedProx exactly; mu = 0 is FedAvg.
+    fed, apply, p0 = tiny
+    cfg = dataclasses.replace(CFG, rounds=1)
+    runs = {
+        name: run_rounds(build_algorithm(name, **kw), apply, fed, cfg, Streams(6), p0,
+                         executor="sequential").global_params
+        for name, kw in (("fedprox", {"mu": 0.5}), ("fedprox_opt", {"mu": 0.5}))
+    }  # fmt: skip
+    for k, v in runs["fedprox"].items():
+        torch.testing.assert_close(v, runs["fedprox_opt"][k], rtol=0, atol=1e-6)
+    algo = build_algorithm("fedprox_opt", mu=0.1, uniform_weights=True)
+    m = _msgs([[1.0], [4.0]], [1.0, 1.0], sizes=[3.0, 1.0])
+    new, _ = algo.aggregate({"w": torch.zeros(1)}, m, {}, _ctx(2))
+    assert new["w"].item() == pytest.approx(2.5)
+    assert algo.local_loss.__func__ is build_algorithm("fedprox").local_loss.__func__
