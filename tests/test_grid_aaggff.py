@@ -78,6 +78,10 @@ def test_table3_10_pairs_each_method_with_its_aaggff_version(setup):
             assert algo.server_opt == base.removeprefix("fed"), row
         if base == "fedprox":  # spec §9.6: μ = 0.001, the release's unsquared half norm
             assert (params["mu"], params["prox"]) == (0.001, "half_norm_all"), row
+        if not row.endswith("-aaggff"):  # the release's client weights: uniform at C < 1
+            algo = build_algorithm(name, **params)
+            assert algo.uniform_weights is (ds not in SILO), (row, ds)
+        assert params["server_lr_compensation"] is True, (row, ds)
 
 
 def test_release_fedavg_weights_by_size_at_c1_and_uniformly_below(setup):
