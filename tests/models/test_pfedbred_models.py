@@ -220,7 +220,9 @@ def test_lstm_native_sequential_equals_unrolled_vectorised():
     fed = Federation.from_arrays(
         x, y, [r[:6] for r in idx], [r[6:] for r in idx], x[:4], y[:4], 2, "cpu"
     )
-    cfg = TrainConfig(rounds=1, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=2, eval_every=1)
+    cfg = TrainConfig(
+        rounds=1, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=2, eval_every=1
+    )
     out = {}
     for ex in ("sequential", "vectorised"):
         model = build_model(
