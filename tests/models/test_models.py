@@ -21,14 +21,36 @@ SHAPES = {
     "mobilenet": (3, 64, 64),
     "nextchar_lstm": (80,),
     "pfedbred_lstm": (25, 50),  # GloVe-embedded tokens
+    "distilbert": (2, 8),  # token ids and attention mask
+    "efficientnet_isic": (3, 32, 32),
+    "m5": (1, 1200),  # raw audio
+    "mobilevit": (3, 64, 64),
+    "stacked_lstm": (2, 5),  # input and target token ids
+}
+# Small sizes (and no pretrained weights: nothing is downloaded in tests) where the defaults are
+# the papers' full-size networks; their own sizes are tested in test_aaggff_models.py.
+KWARGS = {
+    "distilbert": {
+        "pretrained": False,
+        "vocab_size": 50,
+        "positions": 16,
+        "dim": 16,
+        "layers": 1,
+        "hidden": 32,
+        "heads": 2,
+    },
+    "efficientnet_isic": {"pretrained": False},
+    "mobilevit": {"variant": "xxs"},
+    "stacked_lstm": {"vocab_size": 7, "embed_dim": 4, "hidden": 6},
 }
 
 
 @pytest.mark.parametrize("arch", sorted(MODELS))
 def test_shapes_and_body_head_split(arch):
     shape = SHAPES.get(arch, (1, 28, 28))
-    m = build_model(arch, shape, 7, init_seed=0)
-    assert m(torch.zeros(2, *shape)).shape == (2, 7)
+    m = build_model(arch, shape, 7, init_seed=0, **KWARGS.get(arch, {}))
+    x = torch.ones(2, *shape) if arch == "distilbert" else torch.zeros(2, *shape)
+    assert m(x).shape == (2, 7)
     names = [n for n, _ in m.named_parameters()]
     assert any(n.startswith("head.") for n in names)
     assert all(n.startswith(("body.", "head.")) for n in names)
