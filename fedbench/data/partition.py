@@ -533,11 +533,14 @@ PARTITIONERS: dict[str, Partitioner] = {
 # (choosing a personalisation setting, e.g. SuPerFed's λ, without looking at the test split).
 # pool_fraction < 1: the clients are built on a seeded random share of the pool (small-scale
 # grids on a full dataset); drawn first, and only then, so 1.0 leaves every partition unchanged.
+# pool_max: the same with a number of samples (the whole pool when it is smaller, e.g. a smoke
+# stand-in); at most one of the two.
 COMMON_KEYS = {
     "test_fraction": 0.0,
     "val_fraction": 0.0,
     "label_noise": None,
     "pool_fraction": 1.0,
+    "pool_max": None,
     # "random": int(f n) test samples; "random_round": round(f n); "leaf": n - max(1,
     # int((1 - f) n)) (LEAF's split); "stratified": ceil(f n) with the client's class shares
     # (sklearn's stratified split)
@@ -572,6 +575,13 @@ def check_partition_spec(spec: dict[str, Any]) -> None:
         raise ValueError(
             f"{kind} partition: pool_fraction must be a number in (0, 1], got {value!r}"
         )
+    pool_max = spec.get("pool_max")
+    if pool_max is not None and not (_is_int(pool_max) and pool_max >= 1):
+        raise ValueError(
+            f"{kind} partition: pool_max must be a positive integer or null, got {pool_max!r}"
+        )
+    if pool_max is not None and value < 1.0:
+        raise ValueError(f"{kind} partition: give pool_fraction or pool_max, not both")
     for key, value in spec.items():
         why = _bad_value(key, value)
         if why is not None:
@@ -638,9 +648,12 @@ def make_partition(
     val_fraction = float(spec.get("val_fraction", COMMON_KEYS["val_fraction"]))
     labels = np.asarray(labels)
     pool_fraction = float(spec.get("pool_fraction", 1.0))
+    pool_max = spec.get("pool_max")
     pool = None
-    if pool_fraction < 1.0:
+    if pool_fraction < 1.0 or (pool_max is not None and pool_max < len(labels)):
         size = max(1, int(round(pool_fraction * len(labels))))
+        if pool_max is not None:
+            size = int(pool_max)
         pool = np.sort(rng.choice(len(labels), size=size, replace=False))
         sub_groups = None if groups is None else np.asarray(groups)[pool]
         clients, info = p.build(labels[pool], sub_groups, rng, **params)

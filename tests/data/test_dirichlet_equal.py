@@ -63,3 +63,23 @@ def test_catalog_kind_and_bad_alpha():
             {"kind": "dirichlet_equal", "num_clients": 4, "alpha": 0.0},
             np.random.default_rng(0),
         )
+
+
+def test_pool_max_is_pool_fraction_with_a_count_and_the_whole_pool_when_smaller():
+    labels = _labels([100] * 10)
+    spec = {"kind": "iid", "num_clients": 4, "test_fraction": 0.25}
+    by_fraction = make_partition(
+        labels, None, {**spec, "pool_fraction": 0.2}, np.random.default_rng(5)
+    )
+    by_count = make_partition(labels, None, {**spec, "pool_max": 200}, np.random.default_rng(5))
+    assert all(np.array_equal(a, b) for a, b in zip(by_fraction.train, by_count.train, strict=True))
+    assert sum(len(c) for c in by_count.train + by_count.test) == 200
+    whole = make_partition(labels, None, {**spec, "pool_max": 5000}, np.random.default_rng(5))
+    plain = make_partition(labels, None, spec, np.random.default_rng(5))
+    assert all(np.array_equal(a, b) for a, b in zip(whole.train, plain.train, strict=True))
+    for bad, needle in (
+        ({"pool_max": 0}, "pool_max"),
+        ({"pool_max": 10, "pool_fraction": 0.5}, "not both"),
+    ):
+        with pytest.raises(ValueError, match=needle):
+            make_partition(labels, None, {**spec, **bad}, np.random.default_rng(5))
