@@ -42,3 +42,8 @@ class Streams:
         g = torch.Generator(device=device)
         g.manual_seed(self.torch_seed(name, *key))
         return g
+
+
+def init_streams(streams: Streams, init_seed: int | None) -> Streams:
+    """The streams a run draws initial weights from: its own, or those of a fixed `init_seed`."""
+    return streams if init_seed is None else Streams(init_seed)

@@ -38,6 +38,13 @@ class TrainConfig:
     memory_budget_mb: int = 2048
     # Training-time augmentation (rotate, hflip, normalize): a mapping in YAML, an Augment here.
     augment: Augment | None = None
+    # At the final evaluation only, each personalised model's mean test loss per class on its own
+    # split and on the union of the splits (pFedBreD Figs 3/9): K models x the whole test set.
+    per_class_loss: bool = False
+    # Seed of the `init` stream (global and client model initial weights) instead of the run's
+    # seed: every seed of a grid then starts from the same weights and differs only in sampling
+    # and batch order, as pFedBreD's release does its repetitions (one seed(2022), same init).
+    init_seed: int | None = None
 
     def __post_init__(self):
         if not isinstance(self.augment, (Augment, type(None))):
@@ -75,6 +82,12 @@ class TrainConfig:
             bad("lr_decay", "must be in (0, 1]")
         if not isinstance(self.lr_decay_every, int) or self.lr_decay_every < 1:
             bad("lr_decay_every", "must be a positive integer")
+        if self.init_seed is not None and (
+            isinstance(self.init_seed, bool)
+            or not isinstance(self.init_seed, int)
+            or self.init_seed < 0
+        ):
+            bad("init_seed", "must be a non-negative integer or null (null = the run's seed)")
         if not 0 <= self.momentum < 1:
             bad("momentum", "must be in [0, 1)")
         if self.weight_decay < 0:
@@ -89,6 +102,8 @@ class TrainConfig:
             bad("chunk_size", "must be a positive integer or null")
         if not isinstance(self.memory_budget_mb, int) or self.memory_budget_mb < 1:
             bad("memory_budget_mb", "must be a positive integer")
+        if not isinstance(self.per_class_loss, bool):
+            bad("per_class_loss", "must be true or false")
         if self.executor not in EXECUTORS:
             bad("executor", f"must be one of {EXECUTORS}")
 

@@ -15,6 +15,7 @@ from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import (
     METRICS,
+    OPTIONAL_METRICS,
     client_losses,
     evaluate_clients_each,
     evaluate_clients_shared,
@@ -23,11 +24,12 @@ from fedbench.engine.evaluate import (
 from fedbench.engine.executors import RoundJob, SequentialExecutor
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Apply, Params, tree_all_finite
+from fedbench.engine.per_class import per_class_losses
 from fedbench.engine.vectorised import VectorisedExecutor
-from fedbench.metrics import distribution_pack
-from fedbench.rng import Streams
+from fedbench.metrics import PACK_STATS, distribution_pack
+from fedbench.rng import Streams, init_streams
 
-CLIENT_METRICS = METRICS
+CLIENT_METRICS = (*METRICS, *OPTIONAL_METRICS)  # the optional ones only where defined
 
 
 @dataclass
@@ -67,15 +69,28 @@ def select_per_client(
     first = results[0]
     scores = [dict(zip(r["ids"], r[metric])) for r in (results if by is None else by)]
     out: dict[str, list] = {"ids": first["ids"], "n": first["n"], "choice": []}
-    for key in CLIENT_METRICS:
+    keys = [k for k in CLIENT_METRICS if all(k in r for r in results)]
+    for key in keys:
         out[key] = []
     for j, cid in enumerate(first["ids"]):
         values = [s.get(cid, -math.inf) for s in scores]
         best = max(range(len(values)), key=values.__getitem__)
         out["choice"].append(best)
-        for key in CLIENT_METRICS:
+        for key in keys:
             out[key].append(results[best][key][j])
     return out
+
+
+def _pack(values: list[float], n: list[int], defined_only: bool = False) -> dict[str, float]:
+    """The distribution pack over the clients; `defined_only`: over those whose value is not NaN
+    (auroc: a client whose split holds one class has none), every stat NaN when no client has
+    one, so a table shows a dash. Other metrics keep a NaN visible in the pack."""
+    keep = [j for j, v in enumerate(values) if not (defined_only and math.isnan(v))]
+    if not keep:
+        return {s: math.nan for s in PACK_STATS}
+    if len(keep) < len(values):
+        values, n = [values[j] for j in keep], [n[j] for j in keep]
+    return {s: _round(v) for s, v in distribution_pack(values, n).items()}
 
 
 # Key of the `eval` stream's fine-tuning batches (algo.eval_batches); the landscape uses 24.
@@ -133,6 +148,8 @@ def evaluate_round(
             raise ValueError("training.augment.test: evaluation needs the run's streams")
         test_split = augmented_test_split(fed, aug, streams, state.round)
     val_split = (fed.x, fed.y, fed.val)
+    per_class: dict[str, dict[str, list]] = {}  # training.per_class_loss, final round only
+    want_per_class = cfg.per_class_loss and state.round == cfg.rounds
 
     def evaluate(protocol: str, splits: list[tuple]) -> list[dict[str, list]]:
         if protocol == "global":
@@ -161,6 +178,13 @@ def evaluate_round(
                 else params
                 for i, params in enumerate(per_client)
             ]
+        if want_per_class:
+            res = per_class_losses(
+                apply, per_client, *test_split, fed.num_classes, cfg.eval_batch_size
+            )
+            for key in ("global_loss", "local_loss"):
+                res[key] = [[_round(v) for v in row] for row in res[key]]
+            per_class[protocol] = res
         return [
             evaluate_clients_each(apply, per_client, x, y, s, cfg.eval_batch_size, cfg.ece_batch)
             for x, y, s in splits
@@ -179,17 +203,20 @@ def evaluate_round(
             clients[name] = select_per_client([clients[c] for c in candidates], metric, by)
     summary = {}
     for protocol, res in clients.items():
-        for key in CLIENT_METRICS:
+        keys = [k for k in CLIENT_METRICS if k in res]
+        for key in keys:
             res[key] = [_round(v) for v in res[key]]
         if res["ids"]:
             summary[protocol] = {
-                key: {s: _round(v) for s, v in distribution_pack(res[key], res["n"]).items()}
-                for key in CLIENT_METRICS
+                key: _pack(res[key], res["n"], key in OPTIONAL_METRICS) for key in keys
             }
     glob = evaluate_global(apply, state.global_params, fed.x_test, fed.y_test, cfg.eval_batch_size)
     if glob is not None:
         glob = {k: (_round(v) if k != "n" else v) for k, v in glob.items()}
-    return {"global_test": glob, "clients": clients, "summary": summary}
+    out = {"global_test": glob, "clients": clients, "summary": summary}
+    if per_class:
+        out["per_class_loss"] = per_class
+    return out
 
 
 def run_rounds(
@@ -226,7 +253,10 @@ def run_rounds(
 
     apply = algo.model(apply)
     init_params = algo.init_global(
-        init_params, lambda i: fresh_for(i)(), streams.torch_generator("init", 2), fed.num_clients
+        init_params,
+        lambda i: fresh_for(i)(),
+        init_streams(streams, cfg.init_seed).torch_generator("init", 2),
+        fed.num_clients,
     )
     name = executor or cfg.executor
     if name == "sequential":

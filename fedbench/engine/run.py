@@ -24,7 +24,7 @@ from fedbench.engine.vectorised import resolve_executor
 from fedbench.io import atomic_paths, dump_bytes, jsonl_text, yaml_text
 from fedbench.models import build_model
 from fedbench.models.superfed import choose_recurrent_impl
-from fedbench.rng import Streams
+from fedbench.rng import Streams, init_streams
 
 log = logging.getLogger("fedbench.run")
 
@@ -80,12 +80,13 @@ def execute_run(
     part = load_partition(partition_path)
     streams = Streams(spec["seed"])
     cfg = TrainConfig.from_dict(spec["training"])
+    init_rng = init_streams(streams, cfg.init_seed)
     algo = build_algorithm(spec["algorithm"]["algorithm"], **spec["algorithm"]["params"])
     model = build_model(
         spec["model"]["arch"],
         input_shape=tuple(ds.x_train.shape[1:]),
         num_classes=ds.num_classes,
-        init_seed=streams.torch_seed("init"),
+        init_seed=init_rng.torch_seed("init"),
         extras=ds.extras,
         **spec["model"]["params"],
     ).to(dev)
@@ -151,7 +152,7 @@ def execute_run(
             spec["model"]["arch"],
             input_shape=tuple(ds.x_train.shape[1:]),
             num_classes=ds.num_classes,
-            init_seed=streams.torch_seed("init", 1, client_id),
+            init_seed=init_rng.torch_seed("init", 1, client_id),
             extras=ds.extras,
             **spec["model"]["params"],
         ).to(dev)

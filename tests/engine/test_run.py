@@ -111,3 +111,35 @@ def test_params_pt_leaves_metrics_unchanged_and_feeds_the_landscape(prepared):
     # the grid's centre is the run's own final global-test loss (recorded to 6 digits)
     assert land["loss"][1, 1] == pytest.approx(final["global_test"]["loss"], rel=1e-5)
     assert land["n_test"] == land["n_test_total"] == 40
+
+
+def test_init_seed_fixes_initial_weights_across_run_seeds(prepared):
+    from fedbench.engine.config import TrainConfig
+    from fedbench.rng import init_streams
+
+    # The init stream of any run seed under init_seed=k is the init stream of run seed k.
+    for run_seed in (0, 3, 11):
+        fixed = init_streams(Streams(run_seed), 7)
+        assert fixed.torch_seed("init") == Streams(7).torch_seed("init")
+        assert fixed.torch_seed("init", 1, 4) == Streams(7).torch_seed("init", 1, 4)
+    assert init_streams(Streams(3), None).torch_seed("init") == Streams(3).torch_seed("init")
+    assert Streams(3).torch_seed("init") != Streams(7).torch_seed("init")
+    # End to end: init_seed equal to the run's own seed changes nothing; another one does.
+    root, catalog = prepared
+    default, _, _ = _run(root, catalog, 0, "init-default")
+    spec = resolve_run(catalog, "smoke", "synthetic-1-1", "natural", "linear", "scaffold", 0)
+    outs = {}
+    for init_seed in (0, 1):
+        spec["training"].update(rounds=3, eval_every=1, executor="sequential", init_seed=init_seed)
+        out = root / f"init{init_seed}"
+        paths = (root / "data.npz", root / "part0.npz", out / "metrics.jsonl", out / "run.yaml")
+        info = execute_run(spec, *paths)
+        assert info["spec"]["training"]["init_seed"] == init_seed
+        outs[init_seed] = (out / "metrics.jsonl").read_bytes()
+    assert outs[0] == default
+    assert outs[1] != default
+    for bad in (-1, "2022", True, 1.5):
+        with pytest.raises(ValueError, match="training.init_seed"):
+            TrainConfig(
+                rounds=1, batch_size=1, lr=0.1, local_epochs=1, clients_per_round=1, init_seed=bad
+            )
