@@ -309,3 +309,16 @@ def test_truncated_checkpoint_and_stale_temporary_are_cleaned(prepared, monkeypa
     assert got == reference and info["resumed_from_round"] == 1
     assert any("trailer" in r.getMessage() for r in caplog.records)
     assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "run.yaml"]
+
+
+def test_crash_then_resume_with_per_class_loss_is_byte_identical(prepared, monkeypatch):
+    root, catalog = prepared
+    spec = _spec(catalog, "ditto", per_class_loss=True)
+    reference, _, _ = _run(root, spec, "perclass-ref")
+    assert b'"per_class_loss"' in reference.splitlines()[-1]
+    with monkeypatch.context() as m:
+        _crash_after(m, 4)
+        with pytest.raises(Crash):
+            _run(root, spec, "perclass")
+    resumed, info, _ = _run(root, spec, "perclass")
+    assert resumed == reference and info["resumed_from_round"] == 4
