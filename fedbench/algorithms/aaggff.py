@@ -156,6 +156,7 @@ class _AAggFF(ServerOptimized):
     goes through (plug-and-play with FedAvgM/FedAdam/FedYogi/FedAdagrad, Table 3.10)."""
 
     needs_pre_loss: ClassVar[bool] = True
+    server_scalars: ClassVar[tuple[str, ...]] = ("objective", "objective_code")
     cdf: str = "weibull"
     c1: float = 0.0
     c2: float | None = None  # None: 1/K (AAggFF-S) or C (AAggFF-D), thesis §5.2

@@ -83,6 +83,8 @@ class Algorithm:
     # Where the default hyperparameters come from when a benchmarked paper gives none, e.g.
     # "FedEM (Marfoq et al. 2021), §5": tables flag such cells. None = nothing to flag.
     defaults_from: ClassVar[str | None] = None
+    # The scalars `server_metrics` may log (figure grids naming one are checked against it).
+    server_scalars: ClassVar[tuple[str, ...]] = ()
 
     def model(self, apply: Apply) -> Apply:
         """The network over this algorithm's parameter dicts, which the engine trains and

@@ -15,8 +15,9 @@ from fedbench.engine.functional import Apply, Params, tree_sub, tree_zeros_like
 
 PRIORS = ("lg", "meg", "mh")
 VARIANTS = ("code", "paper")
-# The local copy of the global model w, the personalised model θ_i and (FT) its fine-tuned copy.
-W, PERS, FT = "w.", "pers.", "ft."
+# The local copy of the global model w, the personalised model θ_i, (FT) its fine-tuned copy and
+# the last step's envelope gradient λ(μ - θ_i) (Figure 2's GCE).
+W, PERS, FT, ENV = "w.", "pers.", "ft.", "env."
 
 
 def half_sq(x: Params) -> torch.Tensor:
@@ -72,10 +73,13 @@ class PFedBreD(Algorithm):
     `train_all` (§9.6; release and Alg. 1 line 4): all N clients train each round, only the
     sampled ones are aggregated; false = only sampled clients train (memory = last participation).
     Protocol `global` is the paper's G, `personal` (θ_i) its P (§1.11; P is the weighted mean).
+    Each client also sends its last local step's envelope gradient v_i = λ(μ_{i,R} - θ_{i,R})
+    (mh code: without the FO-MAML step), and the server logs the sampled clients' GCE (Fig. 2).
     """
 
     name: ClassVar[str] = "pfedbred"
     personal_protocols: ClassVar[tuple[str, ...]] = ("personal",)
+    server_scalars: ClassVar[tuple[str, ...]] = ("gce",)
     prior: str = "mh"
     variant: str = "code"
     lam: float = 15.0
@@ -122,7 +126,11 @@ class PFedBreD(Algorithm):
         return state
 
     def client_begin(self, global_params, server_state, client_state, ctx: ClientContext):
-        params = {**joined(W, global_params), **joined(PERS, client_state["theta"])}
+        params = {
+            **joined(W, global_params),
+            **joined(PERS, client_state["theta"]),
+            **joined(ENV, tree_zeros_like(global_params)),
+        }
         if self.ft:
             params.update(joined(FT, tree_zeros_like(global_params)))
         carry = {"lr": torch.tensor(ctx.lr, dtype=torch.float64)}
@@ -149,6 +157,17 @@ class PFedBreD(Algorithm):
         if self.memorised:
             mu = {k: torch.add(mu[k], mem[k] - theta[k], alpha=-self.eta) for k in mu}
         return mu, base, g_code
+
+    def step_noise(self, rng, ctx: ClientContext, global_params):
+        # Which step writes the envelope slot: the last (deterministic, `rng` unused).
+        return (torch.arange(ctx.num_steps) == ctx.num_steps - 1).float()
+
+    def update_mask(self, params, carry, noise):
+        # The envelope slot stays zero until the last step writes it: exact under momentum and
+        # weight decay too (see write_term). Unscheduled (noise None): every step overwrites it.
+        if noise is None:
+            return None
+        return {k: noise for k in params if k.startswith(ENV)}
 
     def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
         def f(q: Params) -> torch.Tensor:
@@ -183,6 +202,9 @@ class PFedBreD(Algorithm):
         envelope = f(theta) + self.lam * bregman(theta, mu)
         loss = envelope.detach() + write_term(w_slot, diff, scale)
         loss = loss + set_term(pers, theta, carry["lr"])
+        # The slot becomes λ(μ - θ_i) at the step that leaves it unmasked (the last one).
+        env = {k: self.lam * (mu[k] - theta[k]) for k in mu}
+        loss = loss + set_term(split(params, ENV), env, carry["lr"])
         if self.ft:
             gt = grad(f)(theta)
             tuned = {k: theta[k] - self.ft_lr * gt[k] for k in theta}
@@ -196,11 +218,17 @@ class PFedBreD(Algorithm):
             state["mem"] = w
         if self.ft:
             state["ft"] = split(params, FT)
-        message = {"delta": tree_sub(w, global_params), "weight": float(ctx.num_train)}
+        message = {
+            "delta": tree_sub(w, global_params),
+            "weight": float(ctx.num_train),
+            "envelope": split(params, ENV),
+        }
         return message, state
 
-    # w ← (1 - β) w + β · mean: the same server step as pFedMe's (Alg. 1 line 12).
+    # w ← (1 - β) w + β · mean: the same server step as pFedMe's (Alg. 1 line 12), which also
+    # keeps the sampled clients' GCE of the envelope gradients.
     aggregate = PFedMe.aggregate
+    server_metrics = PFedMe.server_metrics
 
     def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
         if protocol != "personal":

@@ -12,6 +12,7 @@ from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerCont
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
 from fedbench.algorithms.pair import FED, LOC, joined, split
 from fedbench.engine.functional import Apply, Params, tree_sub, tree_zeros_like, weighted_mean
+from fedbench.metrics.coherence import flatten_rows, gce
 
 VARIANTS = ("code", "paper")
 EVALS = ("code", "local")
@@ -61,10 +62,13 @@ class PFedMe(Algorithm):
     the global aggregate before evaluating, so protocol `personal` = θ^g. `eval: local`: the
     client's model from its last round (code: θ^l; paper: the last step's θ̃), the global
     initialisation for a never-sampled client.
+    `variant: paper` with `eval: local` and the squared prox also sends the envelope gradient
+    λ(w_{i,R} - θ̃_{i,R}), and the server logs the sampled clients' GCE (pFedBreD Fig. 2).
     """
 
     name: ClassVar[str] = "pfedme"
     personal_protocols: ClassVar[tuple[str, ...]] = ("personal",)
+    server_scalars: ClassVar[tuple[str, ...]] = ("gce",)
     mu: float = 15.0
     variant: str = "code"
     eval: str = "code"
@@ -212,11 +216,20 @@ class PFedMe(Algorithm):
             # The last epoch's update of θ^f, after the final step.
             fed = {k: v - ctx.lr * self.mu * (v - personal[k]) for k, v in fed.items()}
         message = {"delta": tree_sub(fed, global_params), "weight": float(ctx.num_train)}
+        if self.variant == "paper" and personal and self.prox_form == "squared":
+            # ∇F_i(w) = λ(w - θ̃) (eq. 2's envelope), at the final w and last step's θ̃.
+            message["envelope"] = {k: self.mu * (fed[k] - personal[k]) for k in fed}
         return message, ({"local": personal} if self.eval == "local" else client_state)
 
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
         mean_delta = weighted_mean(messages["delta"], messages["weight"])
+        if "envelope" in messages:
+            server_state = {**server_state, "gce": gce(flatten_rows(messages["envelope"]))}
         return {k: v + self.beta * mean_delta[k] for k, v in global_params.items()}, server_state
+
+    def server_metrics(self, server_state: State) -> dict[str, float]:
+        """The GCE of the last aggregated round's envelope gradients, when clients send them."""
+        return {"gce": server_state["gce"]} if "gce" in server_state else {}
 
     def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
         if protocol != "personal":

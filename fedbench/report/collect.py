@@ -39,6 +39,7 @@ CLIENT_FRAME_COLUMNS = (
 )
 GLOBAL_TEST = "global_test"
 TRAIN = "train"
+SERVER = "server"  # scalars an algorithm's server logs (Algorithm.server_metrics), stat "value"
 VALUE = "value"
 
 
@@ -154,7 +155,8 @@ def _finite(x: Any) -> float:
 
 
 def record_values(record: dict[str, Any]) -> Iterable[tuple[str, str, str, float]]:
-    """(protocol, metric, stat, value) of one ok record: packs, global test set, training loss."""
+    """(protocol, metric, stat, value) of one ok record: packs, global test set, training loss,
+    server scalars."""
     for protocol, pack in record["summary"].items():
         for metric, stats in pack.items():
             for stat, value in stats.items():
@@ -166,6 +168,8 @@ def record_values(record: dict[str, Any]) -> Iterable[tuple[str, str, str, float
                 yield GLOBAL_TEST, metric, VALUE, _finite(value)
     if "train_loss" in record:
         yield TRAIN, "loss", VALUE, _finite(record["train_loss"])
+    for name, value in (record.get(SERVER) or {}).items():
+        yield SERVER, name, VALUE, _finite(value)
 
 
 def run_series(run: RunData, protocol: str, metric: str, stat: str) -> pd.Series:

@@ -30,6 +30,7 @@ from fedbench.report.layout import (
     variation,
     warning_lines,
 )
+from fedbench.report.smooth import Savgol
 
 FIGURE_KINDS = ("rounds", "lambda")
 # "columns": one panel per column, one line per row; "cells" (λ figures): one panel per
@@ -59,6 +60,7 @@ class FigureSpec:
     scale: str
     kind: str = "rounds"
     panels: str = "columns"
+    smooth: Savgol | None = None  # each run's curve filtered before the mean over seeds
 
     def __post_init__(self) -> None:
         """Reject an unknown kind, stat, scale, a cell outside the rows × columns, or a row/column
@@ -71,6 +73,8 @@ class FigureSpec:
             raise LayoutError(f"{where}: unknown panels {self.panels!r}; valid: {PANEL_LAYOUTS}")
         if self.panels == "cells" and self.kind != "lambda":
             raise LayoutError(f"{where}: panels 'cells' is for λ figures only")
+        if self.smooth is not None and self.kind != "rounds":
+            raise LayoutError(f"{where}: smooth is for figures of kind 'rounds' only")
         check_layout(self)
         for cell, q in cell_quantities(self).items():
             if (q.metric, q.stat) != (self.metric, self.stat):
@@ -106,7 +110,10 @@ def seed_curves(
     }
     if not series:
         return pd.DataFrame()
-    return pd.concat(series, axis=1).sort_index().dropna()
+    curves = pd.concat(series, axis=1).sort_index().dropna()
+    if spec.smooth is not None:
+        curves = curves.apply(spec.smooth.series)
+    return curves
 
 
 def _draw_cell(
@@ -127,6 +134,8 @@ def _draw_cell(
     factor = value_scale(q.metric, spec.percent)
     for run in diverged:
         s = run_series(run, q.protocol, q.metric, q.stat) * factor
+        if spec.smooth is not None:
+            s = spec.smooth.series(s.dropna())
         ax.axvline(run.diverged_round, color=color, ls=":", lw=0.8, label=label)
         label = None
         if len(s):
@@ -177,13 +186,20 @@ def make_figure(spec: FigureSpec) -> Figure:
         )
     title = [
         f"{spec.paper} {spec.name}: {spec.caption}",
-        f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)",
+        f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)"
+        + (f"; each run's curve {_smoothing(spec, cells)}" if spec.smooth else ""),
         *protocol_notes({q.protocol for q in quantities.values()}),
         *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
     ]
     chars = int(width * CHARS_PER_INCH)
     fig.suptitle("\n".join(textwrap.fill(t, chars) for t in title), fontsize="medium")
     return fig
+
+
+def _smoothing(spec: FigureSpec, cells: dict) -> str:
+    """The smoother's description, with the clipping the shortest curve needed."""
+    lengths = [len(r.ok_records) for runs in cells.values() for r in runs]
+    return spec.smooth.describe(min(lengths) if lengths else None)
 
 
 def learning_curves(spec: FigureSpec, out_prefix: str | Path) -> list[Path]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import build_algorithm
-from fedbench.algorithms.base import ClientContext
+from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.pfedbred import PFedBreD, bregman, half_sq
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
@@ -79,11 +79,17 @@ def test_prior_means_on_a_quadratic(prior, variant, mu, base):
 #  mh paper: θ = θ_{i,r-1} = 2; θ ← 2 - 0.1 (2 (2 - 1) + 2 (2 - 1.6)) = 1.72;
 #            w ← w - lr λ (μ - θ) = 3 - 0.2 (1.6 - 1.72) = 3.024
 #  lg code:  θ = μ = 2.6; θ ← 2.6 - 0.1 (2 * 1.6 + 0) = 2.28; w ← 3 - 0.2 (2.6 - 2.28) = 2.936
+# The envelope gradient sent for Figure 2's GCE: λ (μ - θ) = 2 (1.68 - 2.144) = -0.928,
+# 2 (1.6 - 1.72) = -0.24 and 2 (2.6 - 2.28) = 0.64.
 @pytest.mark.parametrize(
-    "prior, variant, theta, w",
-    [("mh", "code", 2.144, 2.7728), ("mh", "paper", 1.72, 3.024), ("lg", "code", 2.28, 2.936)],
+    "prior, variant, theta, w, env",
+    [
+        ("mh", "code", 2.144, 2.7728, -0.928),
+        ("mh", "paper", 1.72, 3.024, -0.24),
+        ("lg", "code", 2.28, 2.936, 0.64),
+    ],
 )
-def test_one_local_step_on_a_quadratic(prior, variant, theta, w):
+def test_one_local_step_on_a_quadratic(prior, variant, theta, w, env):
     algo = Quad(
         prior=prior, variant=variant, eta_alpha=0.1, eta=0.5, lam=2.0, alpha=0.1, prox_iters=1
     )
@@ -95,6 +101,7 @@ def test_one_local_step_on_a_quadratic(prior, variant, theta, w):
     message, state = algo.client_end(_t(3.0), params, carry, state, ctx)
     assert state["theta"]["w"].item() == pytest.approx(theta, abs=1e-5)
     assert 3.0 + message["delta"]["w"].item() == pytest.approx(w, abs=1e-5)
+    assert message["envelope"]["w"].item() == pytest.approx(env, abs=1e-5)
     if algo.memorised:
         assert state["mem"]["w"].item() == pytest.approx(w, abs=1e-5)
 
@@ -189,6 +196,37 @@ def test_train_all_trains_every_client_and_personal_protocol_reports(tiny):
         assert set(state.records[-1]["summary"]) == {"global", "personal"}
 
 
+def test_envelope_is_the_last_steps_under_momentum_and_weight_decay(tiny):
+    # Three steps of meg with momentum and weight decay: the slot holds exactly the last step's
+    # λ(μ - θ), recomputed here from the state before that step (θ_i, w, w_mem) and its batch.
+    fed, apply, p0 = tiny
+    algo = build_algorithm("pfedbred", prior="meg", lam=2.0, prox_iters=2)
+    plan = batch_plan(fed.train[0], 4, Streams(2).generator("batches", 1, 0), epochs=1)
+    ctx = ClientContext(0, 1, 0.1, 1, num_train=9, num_steps=len(plan))
+    state = algo.init_client_state(0, p0, None)
+    state["mem"] = {k: v + 0.05 for k, v in p0.items()}
+    params, carry = algo.client_begin(p0, {}, state, ctx)
+    noise = algo.step_noise(None, ctx, p0)
+    before, _ = local_train(
+        algo, apply, params, carry, fed.x, fed.y, plan[:-1], 0.1, 0.9, 1e-2, noise=noise[:-1]
+    )
+    assert all(not v.any() for k, v in before.items() if k.startswith("env."))
+    after, _ = local_train(
+        algo, apply, params, carry, fed.x, fed.y, plan, 0.1, 0.9, 1e-2, noise=noise
+    )
+    message, _ = algo.client_end(p0, after, carry, state, ctx)
+    w = {k[2:]: v for k, v in before.items() if k.startswith("w.")}
+    theta = {k[5:]: v for k, v in before.items() if k.startswith("pers.")}
+    mu = {k: w[k] - algo.eta * (state["mem"][k] - theta[k]) for k in w}
+    batch = Batch(fed.x[plan[-1]], fed.y[plan[-1]])
+    th = dict(w)  # code variant, meg: the prox loop starts at w
+    for _ in range(2):
+        g = torch.func.grad(lambda q: algo.data_loss(apply, q, batch))(th)
+        th = {k: th[k] - algo.alpha * (g[k] + 2.0 * (th[k] - mu[k])) for k in th}
+    for k in p0:
+        torch.testing.assert_close(message["envelope"][k], 2.0 * (mu[k] - th[k]), rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "kw",
     [
@@ -206,6 +244,9 @@ def test_executors_agree_on_other_settings(kw, tiny):
     )
     for k in p0:
         torch.testing.assert_close(seq.global_params[k], vec.global_params[k], rtol=0, atol=1e-5)
+    for a, b in zip(seq.records, vec.records, strict=True):
+        assert 0.0 < a["server"]["gce"] <= 1.0
+        assert b["server"]["gce"] == pytest.approx(a["server"]["gce"], abs=1e-4)
     for cid, st in seq.client_states.items():
         for k in p0:
             torch.testing.assert_close(

@@ -166,6 +166,49 @@ def test_paper_envelope_gradient_by_hand():
     torch.testing.assert_close(g, -2.0 * torch.tensor([1 / 3, -1 / 6, -1 / 6]))
 
 
+def test_paper_envelope_sent_for_gce_by_hand():
+    # As above with eval local and one step of lr 0.1: w = 0 - 0.1 * 2 (0 - θ̃) = θ̃ / 5, so the
+    # envelope gradient at the final w is 2 (θ̃/5 - θ̃) = -1.6 θ̃ = (-8/15, 4/15, 4/15).
+    algo = build_algorithm(
+        "pfedme", variant="paper", eval="local", mu=2.0, inner_steps=1, inner_lr=0.5
+    )
+    apply = lambda q, x: q["weight"].expand(len(x), -1)  # noqa: E731
+    g = {"weight": torch.zeros(3)}
+    ctx = ClientContext(0, 1, 0.1, 3, num_train=2, num_steps=1, steps_per_epoch=1)
+    state = algo.init_client_state(0, g, None)
+    params, carry = algo.client_begin(g, {}, state, ctx)
+    x, y, plan = torch.zeros(2, 1), torch.tensor([0, 0]), [torch.tensor([0, 1])]
+    noise = algo.step_noise(None, ctx, g)
+    params, _ = local_train(algo, apply, params, carry, x, y, plan, 0.1, 0.0, 0.0, noise)
+    message, _ = algo.client_end(g, params, carry, state, ctx)
+    torch.testing.assert_close(
+        message["envelope"]["weight"], torch.tensor([-8 / 15, 4 / 15, 4 / 15])
+    )
+    # Without the personal slot (eval code) there is no θ̃ to send.
+    plain = build_algorithm("pfedme", variant="paper", mu=2.0, inner_steps=1, inner_lr=0.5)
+    params, carry = plain.client_begin(g, {}, {}, ctx)
+    params, _ = local_train(plain, apply, params, carry, x, y, plan, 0.1, 0.0, 0.0)
+    assert "envelope" not in plain.client_end(g, params, carry, {}, ctx)[0]
+
+
+def test_server_logs_the_gce_of_the_envelopes():
+    from fedbench.algorithms.base import ServerContext
+
+    algo = build_algorithm("pfedme", variant="paper", eval="local")
+    g = {"a": torch.zeros(1), "b": torch.zeros(1)}
+    messages = {
+        "delta": {"a": torch.zeros(2, 1), "b": torch.zeros(2, 1)},
+        "weight": torch.tensor([1.0, 1.0]),
+        # Flattened rows (1, 0) and (1, 1): G = [[1, 1], [1, 2]], GCE = 1 - 1/2.
+        "envelope": {"a": torch.tensor([[1.0], [1.0]]), "b": torch.tensor([[0.0], [1.0]])},
+    }
+    ctx = ServerContext(round=1, num_clients=4, client_ids=(0, 1), lr=0.1)
+    _, server = algo.aggregate(g, messages, {}, ctx)
+    assert algo.server_metrics(server) == {"gce": pytest.approx(0.5)}
+    del messages["envelope"]
+    assert algo.server_metrics(algo.aggregate(g, messages, {}, ctx)[1]) == {}
+
+
 def test_train_all_trains_every_client_but_aggregates_the_sampled(tiny):
     from fedbench.engine.config import TrainConfig
     from fedbench.engine.loop import run_rounds
