@@ -38,13 +38,15 @@ OUTPUT_KEYS = (
     "kind",
     "panels",
     "landscape",
+    "server",
+    "smooth",
 )
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 # Protocols chosen per client on a validation split (the partition's val_fraction).
 VAL_PROTOCOLS = frozenset(n for cls in ALGORITHMS.values() for n in cls.val_selections)
 TABLE_EXTS = ("md", "tex", "csv")
 FIGURE_EXTS = ("png", "pdf")
-FIGURE_KINDS = ("rounds", "lambda", "landscape", "partition")
+FIGURE_KINDS = ("rounds", "lambda", "landscape", "partition", "parallel", "deviation")
 # A landscape is always the mean cross-entropy on the global test set, of one run per cell.
 LANDSCAPE_KEYS = ("caption", "kind", "rows", "columns", "seeds", "landscape")
 
@@ -144,6 +146,16 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
 
         validate_partition_figure(where, out, catalog)
         return
+    if kind == "figures" and out.get("kind") == "parallel":
+        from fedbench.report.parallel import validate_parallel_figure
+
+        validate_parallel_figure(where, out, catalog)
+        return
+    if kind == "figures" and out.get("kind") == "deviation":
+        from fedbench.report.deviations import validate_deviation_figure
+
+        validate_deviation_figure(where, out, catalog)
+        return
     unknown = sorted(set(out) - set(OUTPUT_KEYS))
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {list(OUTPUT_KEYS)}")
@@ -172,16 +184,22 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
         _validate_landscape(where, out, catalog)
     elif "landscape" in out:
         raise ConfigError(f"{where}.landscape: only figures of kind 'landscape' take it")
+    if "server" in out or "smooth" in out:
+        _check_server_figure(where, out, catalog, kind)
     for key in (
-        ("rows", "columns") if landscape else ("metric", "protocol", "stat", "rows", "columns")
+        ("rows", "columns")
+        if landscape or "server" in out
+        else ("metric", "protocol", "stat", "rows", "columns")
     ):
         if key not in out:
             raise ConfigError(f"{where}: missing key {key!r}")
     for key in ("spread", "seed_spread", "summaries"):
         if kind == "figures" and key in out:
             raise ConfigError(f"{where}.{key}: only tables take it")
-    if out.get("seed_spread", "std") not in ("std", "maxdev"):
-        raise ConfigError(f"{where}.seed_spread: {out['seed_spread']!r} is not 'std' or 'maxdev'")
+    if out.get("seed_spread", "std") not in ("std", "pstd", "maxdev"):
+        raise ConfigError(
+            f"{where}.seed_spread: {out['seed_spread']!r} is not 'std', 'pstd' or 'maxdev'"
+        )
     _check_summaries(where, out)
     if kind == "tables" and "kind" in out:
         raise ConfigError(f"{where}.kind: only figures have a kind")
@@ -220,6 +238,44 @@ def _validate_output(where: str, out: dict, catalog: dict, kind: str) -> None:
                             f"valid: {', '.join(sorted(catalog[field + 's']))}"
                         )
             _check_validation(where, row, col, out, cell, catalog)
+            _check_binary_metric(where, row, col, out, cell, catalog)
+
+
+def _check_server_figure(where: str, out: dict, catalog: dict, kind: str) -> None:
+    """`server: <name>` (a scalar every cell's algorithm logs, in place of metric/protocol/stat)
+    and `smooth` are for figures of kind 'rounds'."""
+    from fedbench.report.smooth import parse_smooth
+
+    for key in ("server", "smooth"):
+        if key in out and (kind != "figures" or out.get("kind", "rounds") != "rounds"):
+            raise ConfigError(f"{where}.{key}: only figures of kind 'rounds' take it")
+    parse_smooth(where, out.get("smooth"))
+    if "server" not in out:
+        return
+    name = out["server"]
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}.server: expected a server scalar's name, got {name!r}")
+    for entry in (out, *out.get("rows", []), *out.get("columns", [])):
+        place = where if entry is out else f"{where} entry {entry.get('id')!r}"
+        given = [k for k in QUANTITY_KEYS if k in entry]
+        if given:
+            raise ConfigError(
+                f"{place}.{given[0]}: a figure of a server scalar ({where}.server) reads no "
+                f"client metric; drop {given}"
+            )
+    for row in out.get("rows", []):
+        for col in out.get("columns", []):
+            cell = _merge(row, col, f"{where} cell ({row.get('id')}, {col.get('id')})")
+            for algo in _as_list(cell["algorithm"]):
+                if algo not in catalog["algorithms"]:
+                    continue  # reported below, with the valid names
+                cls = ALGORITHMS[catalog["algorithms"][algo]["algorithm"]]
+                if name not in cls.server_scalars:
+                    raise ConfigError(
+                        f"{where}.server: {name!r} is not logged by algorithm {algo!r} (cell "
+                        f"({row.get('id')}, {col.get('id')})); {cls.name} logs "
+                        f"{list(cls.server_scalars)}"
+                    )
 
 
 def _check_summaries(where: str, out: dict) -> None:
@@ -247,6 +303,22 @@ def _check_summaries(where: str, out: dict) -> None:
             raise ConfigError(f"{place}.columns: unknown column(s) {bad}; valid: {col_ids}")
         if summ["stat"] == "mean_drop" and len(summ.get("columns", col_ids)) % 2:
             raise ConfigError(f"{place}.columns: mean_drop needs (before, after) column pairs")
+
+
+def _check_binary_metric(where: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
+    """auroc is recorded for 2-class datasets only (multiclass AUROC is not computed)."""
+    metric = next((e["metric"] for e in (row, col, out) if e.get("metric")), None)
+    if metric != "auroc":
+        return
+    from fedbench.data import SOURCES
+
+    for name in _as_list(cell["dataset"]):
+        classes = SOURCES[catalog["datasets"][name]["source"]].num_classes
+        if classes != 2:
+            raise ConfigError(
+                f"{where} cell ({row['id']}, {col['id']}): metric 'auroc' needs a 2-class "
+                f"dataset; {name!r} has {classes} classes"
+            )
 
 
 def _check_validation(where: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
@@ -343,6 +415,11 @@ def cells(
     seed_cap = catalog["scales"][scale].get("caps", {}).get("seeds")
     if seed_cap is not None:
         seeds = seeds[:seed_cap]
+    if out.get("kind") == "parallel":
+        return {
+            cell: [k for _, keys in points for k in keys]
+            for cell, points in parallel_points(grid, name, catalog, scale).items()
+        }
     result = {}
     for row in out["rows"]:
         for col in out["columns"]:
@@ -413,13 +490,15 @@ def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
 
 def _spec_fields(grid: Grid, kind: str, name: str, catalog: dict, scale: str) -> dict[str, Any]:
     out = grid.outputs(kind)[name]
+    # A server scalar is read as protocol "server", stat "value" (fedbench.report.collect).
+    server = out.get("server")
     return {
         "paper": grid.name,
         "name": name,
         "caption": out.get("caption", ""),
-        "metric": out["metric"],
-        "protocol": out["protocol"],
-        "stat": out["stat"],
+        "metric": server or out["metric"],
+        "protocol": "server" if server else out["protocol"],
+        "stat": "value" if server else out["stat"],
         "percent": bool(out.get("percent", False)),
         "rows": [_axis_entry(r) for r in out["rows"]],
         "columns": column_labels(grid, kind, name, catalog, scale),
@@ -493,10 +572,17 @@ def figure_spec(grid: Grid, name: str, catalog: dict, scale: str):
     out = grid.outputs("figures")[name]
     if out.get("kind") == "landscape":
         raise ConfigError(f"{grid.name}.{name}: a figure of kind landscape (see landscape_spec)")
+    if out.get("kind") == "parallel":
+        raise ConfigError(f"{grid.name}.{name}: a figure of kind parallel (see parallel_spec)")
+    if out.get("kind") == "deviation":
+        raise ConfigError(f"{grid.name}.{name}: a figure of kind deviation (see deviation_spec)")
+    from fedbench.report.smooth import parse_smooth
+
     return FigureSpec(
         **_spec_fields(grid, "figures", name, catalog, scale),
         kind=out.get("kind", "rounds"),
         panels=out.get("panels", "columns"),
+        smooth=parse_smooth(f"{grid.name}.{name}", out.get("smooth")),
     )
 
 
@@ -563,6 +649,28 @@ def partition_panels(
     return panels
 
 
+def deviation_spec(grid: Grid, name: str, catalog: dict, scale: str):
+    """The report's DeviationFigureSpec of one grid figure of kind 'deviation'."""
+    from fedbench.report.deviations import DeviationFigureSpec
+
+    out = grid.outputs("figures")[name]
+    return DeviationFigureSpec(
+        paper=grid.name,
+        name=name,
+        caption=out.get("caption", ""),
+        scale=scale,
+        protocol=out.get("protocol", "personal"),
+        client=int(out.get("client", 0)),
+        seed=int(out["seeds"][0]),
+        rows=[_axis_entry(r) for r in out["rows"]],
+        columns=column_labels(grid, "figures", name, catalog, scale),
+        cells={
+            cell: Path(keys[0].folder(scale))
+            for cell, keys in cells(grid, "figures", name, catalog, scale).items()
+        },
+    )
+
+
 def partition_spec(grid: Grid, name: str, catalog: dict, scale: str):
     """The report's PartitionFigureSpec of one grid figure of kind 'partition'."""
     from fedbench.report.partitions import PartitionFigureSpec, PartitionPanel
@@ -578,4 +686,90 @@ def partition_spec(grid: Grid, name: str, catalog: dict, scale: str):
             PartitionPanel(label, Path(data), Path(part))
             for label, data, part in partition_panels(grid, name, catalog, scale)
         ),
+    )
+
+
+def parallel_points(
+    grid: Grid, name: str, catalog: dict, scale: str
+) -> dict[tuple[str, str], list[tuple[dict[str, Any], list[RunKey]]]]:
+    """(row id, column id) -> (swept values, runs one per seed) per point a figure of kind
+    'parallel' draws at this scale (the scale's caps.sweep_points may thin the grid)."""
+    from fedbench.config import sweep_fields, sweep_name
+    from fedbench.report.parallel import column_sweep, select_points
+
+    out = grid.outputs("figures")[name]
+    caps = catalog["scales"][scale].get("caps", {})
+    seeds = out.get("seeds", grid.raw.get("seeds", [0]))
+    seeds = seeds[: caps["seeds"]] if "seeds" in caps else seeds
+    result = {}
+    for col in out["columns"]:
+        sweep = column_sweep(out, col)
+        axes = sweep_fields(sweep["algorithm"])
+        points = select_points(sweep["values"], axes, caps.get("sweep_points"))
+        dataset = choose_dataset(col["dataset"], catalog, scale)
+        runs = [
+            (
+                point,
+                [
+                    RunKey(
+                        dataset,
+                        col["partition"],
+                        col["model"],
+                        sweep_name(sweep["algorithm"], point),
+                        int(s),
+                    )
+                    for s in seeds
+                ],
+            )
+            for point in points
+        ]
+        for row in out["rows"]:
+            result[(row["id"], col["id"])] = runs
+    return result
+
+
+def parallel_spec(grid: Grid, name: str, catalog: dict, scale: str):
+    """The report's ParallelFigureSpec of one grid figure of kind 'parallel'."""
+    from fedbench.config import sweep_fields
+    from fedbench.report.layout import Quantity
+    from fedbench.report.parallel import (
+        ParallelFigureSpec,
+        ParallelPanel,
+        ParallelPoint,
+        axis_range,
+        column_sweep,
+    )
+
+    out = grid.outputs("figures")[name]
+    points = parallel_points(grid, name, catalog, scale)
+    labels = {c["id"]: c["label"] for c in column_labels(grid, "figures", name, catalog, scale)}
+    panels = []
+    for col in out["columns"]:
+        sweep = column_sweep(out, col)
+        axes = tuple(sweep_fields(sweep["algorithm"]))
+        for row in out["rows"]:
+            panels.append(
+                ParallelPanel(
+                    label=f"{labels[col['id']]} {row.get('label', row['id'])}",
+                    quantity=Quantity(out["metric"], row["protocol"], out["stat"]),
+                    axes=axes,
+                    labels={a: str(sweep["labels"].get(a, a)) for a in axes},
+                    ranges={a: axis_range(sweep, a) for a in axes},
+                    points=tuple(
+                        ParallelPoint(
+                            {a: float(v) for a, v in point.items()},
+                            tuple(Path(k.folder(scale)) for k in keys),
+                        )
+                        for point, keys in points[(row["id"], col["id"])]
+                    ),
+                )
+            )
+    return ParallelFigureSpec(
+        paper=grid.name,
+        name=name,
+        caption=out.get("caption", ""),
+        scale=scale,
+        round=out.get("round", "best"),
+        panels=tuple(panels),
+        columns=len(out["rows"]),
     )

@@ -52,6 +52,10 @@ def _write(tmp_path, raw):
         (lambda g: g["tables"]["table1"].update(seed_spread="range"), "seed_spread"),
         (lambda g: g["figures"]["figure1"].update(seed_spread="maxdev"), "only tables"),
         (
+            lambda g: g["tables"]["table1"].update(metric="auroc"),
+            "metric 'auroc' needs a 2-class dataset; '.*' has 10 classes",
+        ),
+        (
             lambda g: g["tables"]["table1"].update(summaries=[{"id": "avg", "stat": "median"}]),
             "summaries entry 'avg'.stat",
         ),

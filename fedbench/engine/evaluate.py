@@ -7,10 +7,15 @@ import torch.nn.functional as F
 
 from fedbench.engine.functional import Apply, Params
 from fedbench.metrics.calibration import calibration_per_client
+from fedbench.metrics.classification import auroc_per_group, binary_score
 
 KS = (1, 5)
 MEAN_KEYS = ("loss", *(f"top{k}" for k in KS))  # per-client means of per-sample values
 METRICS = (*MEAN_KEYS, "ece", "mce")  # what every evaluation reports per client
+# Reported only where defined: auroc for 2-class models (positive class = label 1; NaN for a
+# client whose split holds one class). Multiclass AUROC is not computed: the AAggFF release's
+# only AUROC columns are binary (its multiclass path would need probabilities, spec §10.5).
+OPTIONAL_METRICS = ("auroc",)
 
 
 @torch.no_grad()
@@ -18,16 +23,19 @@ def _per_sample(
     apply: Apply, params: Params, x: torch.Tensor, y: torch.Tensor, batch_size: int
 ) -> dict[str, torch.Tensor]:
     """Per-sample loss, top-k hits and confidence (max softmax) for (x, y), forwarded in chunks."""
-    losses, hits, conf = [], {k: [] for k in KS}, []
+    losses, hits, conf, score = [], {k: [] for k in KS}, [], []
     for start in range(0, len(y), batch_size):
         logits = apply(params, x[start : start + batch_size])
         yb = y[start : start + batch_size]
         losses.append(F.cross_entropy(logits, yb, reduction="none"))
+        score.append(binary_score(logits))
         conf.append(logits.softmax(dim=-1).amax(dim=-1))
         for k in KS:
             top = logits.topk(min(k, logits.shape[-1]), dim=-1).indices
             hits[k].append((top == yb.unsqueeze(-1)).any(dim=-1).float())
     out = {"loss": torch.cat(losses), "confidence": torch.cat(conf)}
+    if score and score[0] is not None:
+        out["score"] = torch.cat(score)  # positive-class score of a 2-class model (auroc)
     for k in KS:
         out[f"top{k}"] = torch.cat(hits[k])
     return out
@@ -72,6 +80,8 @@ def evaluate_clients_shared(
         sums.index_add_(0, owner, per[key].to(torch.float64))
         out[key] = (sums / n).tolist()
     out["ece"], out["mce"] = _calibration(per, owner, len(ids), calib_batch)
+    if "score" in per:
+        out["auroc"] = auroc_per_group(per["score"], y[all_idx] == 1, owner, len(ids)).tolist()
     return out
 
 
@@ -98,6 +108,9 @@ def evaluate_clients_each(
         (ece,), (mce,) = _calibration(per, owner, 1, calib_batch)
         out["ece"].append(ece)
         out["mce"].append(mce)
+        if "score" in per:
+            auc = auroc_per_group(per["score"], y[idx] == 1, owner, 1)
+            out.setdefault("auroc", []).append(float(auc[0]))
     return out
 
 
@@ -111,6 +124,8 @@ def evaluate_global(
     out: dict[str, float] = {k: float(per[k].to(torch.float64).mean()) for k in MEAN_KEYS}
     owner = torch.zeros(len(y), dtype=torch.long, device=y.device)
     (out["ece"],), (out["mce"],) = _calibration(per, owner, 1, None)
+    if "score" in per:
+        out["auroc"] = float(auroc_per_group(per["score"], y == 1, owner, 1)[0])
     out["n"] = len(y)
     return out
 

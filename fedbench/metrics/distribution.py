@@ -6,7 +6,18 @@ import math
 
 import numpy as np
 
-PACK_STATS = ("mean", "wmean", "std", "min", "max", "worst10", "best10", "gini")
+PACK_STATS = (
+    "mean",
+    "wmean",
+    "std",
+    "min",
+    "max",
+    "worst10",
+    "best10",
+    "gini",
+    "worst10_release",
+    "best10_release",
+)
 
 
 def gini(values: np.ndarray) -> float:
@@ -23,10 +34,33 @@ def gini(values: np.ndarray) -> float:
     return float(diff_sum / (2.0 * n * n * mean))
 
 
+def _arrays(values, weights) -> tuple[np.ndarray, np.ndarray]:
+    v = np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or len(v) == 0:
+        raise ValueError(f"need a non-empty 1-D array of per-client values, got shape {v.shape}")
+    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != v.shape or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError("weights must be non-negative, of the same length as values, not all 0")
+    return v, w
+
+
+def tail_mean(values, weights=None, tail: float = 0.1, lowest: bool = True) -> float:
+    """Weighted mean of the max(1, floor(tail·n)) lowest (or highest) values (AAggFF release)."""
+    v, w = _arrays(values, weights)
+    num = max(1, math.floor(tail * len(v)))
+    order = np.argsort(v, kind="stable")
+    pick = order[:num] if lowest else order[::-1][:num]
+    if w[pick].sum() == 0:
+        return float(v[pick].mean())
+    return float(np.sum(v[pick] * w[pick]) / w[pick].sum())
+
+
 def distribution_pack(values, weights=None, tail: float = 0.1) -> dict[str, float]:
     """Summary of per-client values: mean, weighted mean, population std, min, max, tails, Gini.
 
     `worst10` / `best10` average the lowest / highest ceil(tail * K) values (at least one client);
+    `worst10_release` / `best10_release` the max(1, floor(tail * K)) lowest / highest weighted by
+    `weights` (the test-set sizes), as the AAggFF release does (its tables' Worst / Best 10 %).
     "worst" means lowest, so for a loss read `best10` as the worst clients.
     """
     v = np.asarray(values, dtype=np.float64)
@@ -46,4 +80,6 @@ def distribution_pack(values, weights=None, tail: float = 0.1) -> dict[str, floa
         "worst10": float(s[:m].mean()),
         "best10": float(s[-m:].mean()),
         "gini": gini(v),
+        "worst10_release": tail_mean(v, w, tail, lowest=True),
+        "best10_release": tail_mean(v, w, tail, lowest=False),
     }

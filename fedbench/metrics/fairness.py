@@ -1,40 +1,22 @@
 """Client-level fairness metrics as the AAggFF chapter reports them (spec aaggff.md §10.5, §11).
 
-`distribution_pack` (distribution.py) averages the ceil(10%) lowest values unweighted; the AAggFF
-release takes max(1, floor(10% of n)) clients and weights them by test-set size, and the two differ
-at K = 11 (MQP: 2 clients vs 1). `aaggff_pack` follows the release.
+`distribution_pack` (distribution.py) has both tails: worst10 / best10 average the ceil(10%) lowest
+/ highest values unweighted; worst10_release / best10_release take max(1, floor(10% of n)) clients
+weighted by test-set size, as the AAggFF release does (`tail_mean`); the two differ at K = 11 (MQP:
+2 clients vs 1) and whenever tail clients' test sizes differ. `aaggff_pack` follows the release.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+import torch
 
-from fedbench.metrics.distribution import gini
+from fedbench.metrics.classification import auroc_per_group
+from fedbench.metrics.distribution import _arrays, gini, tail_mean
+
+__all__ = ["aaggff_pack", "auroc", "cumulative_objective", "parity_gap", "tail_mean"]
 
 AAGGFF_STATS = ("avg", "worst", "best", "gini100", "gap")
-
-
-def _arrays(values, weights) -> tuple[np.ndarray, np.ndarray]:
-    v = np.asarray(values, dtype=np.float64)
-    if v.ndim != 1 or len(v) == 0:
-        raise ValueError(f"need a non-empty 1-D array of per-client values, got shape {v.shape}")
-    w = np.ones_like(v) if weights is None else np.asarray(weights, dtype=np.float64)
-    if w.shape != v.shape or np.any(w < 0) or w.sum() <= 0:
-        raise ValueError("weights must be non-negative, of the same length as values, not all 0")
-    return v, w
-
-
-def tail_mean(values, weights=None, tail: float = 0.1, lowest: bool = True) -> float:
-    """Weighted mean of the max(1, floor(tail·n)) lowest (or highest) values (AAggFF release)."""
-    v, w = _arrays(values, weights)
-    num = max(1, math.floor(tail * len(v)))
-    order = np.argsort(v, kind="stable")
-    pick = order[:num] if lowest else order[::-1][:num]
-    if w[pick].sum() == 0:
-        return float(v[pick].mean())
-    return float(np.sum(v[pick] * w[pick]) / w[pick].sum())
 
 
 def aaggff_pack(
@@ -64,22 +46,9 @@ def parity_gap(values, weights=None, tail: float = 0.1) -> float:
 
 def auroc(scores, labels) -> float:
     """Area under the ROC curve (Mann-Whitney U with tie-averaged ranks); NaN with one class."""
-    s = np.asarray(scores, dtype=np.float64)
-    y = np.asarray(labels).astype(bool)
-    pos, neg = int(y.sum()), int((~y).sum())
-    if pos == 0 or neg == 0:
-        return float("nan")
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s))
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i : j + 1]] = 0.5 * (i + j) + 1.0
-        i = j + 1
-    return float((ranks[y].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
+    s = torch.as_tensor(np.asarray(scores, dtype=np.float64))
+    y = torch.as_tensor(np.asarray(labels).astype(bool))
+    return float(auroc_per_group(s, y, torch.zeros(len(s), dtype=torch.long), 1)[0])
 
 
 def cumulative_objective(losses, p, form: str = "thesis") -> np.ndarray:

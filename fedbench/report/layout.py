@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedbench.metrics import PACK_STATS
-from fedbench.report.collect import GLOBAL_TEST, TRAIN, VALUE, RunData, load_run
+from fedbench.report.collect import GLOBAL_TEST, SERVER, TRAIN, VALUE, RunData, load_run
 
 SCALES = ("paper", "quick", "smoke")
 STANDIN_NOTE = (
@@ -28,6 +28,7 @@ PROTOCOL_NOTES = {
         "λ per client chosen by top-1 on a validation part of the client's training data "
         "(ties: smallest λ), its test-split metrics"
     ),
+    SERVER: "a scalar the algorithm's server logs at each evaluation round, not a client metric",
 }
 
 
@@ -75,8 +76,9 @@ def _ids(where: str, entries: list[dict]) -> list[str]:
 
 
 def is_accuracy(metric: str) -> bool:
-    """Accuracy metrics (top1, top5, ...) are the only ones `percent` scales."""
-    return metric.startswith("top")
+    """Accuracy-like metrics in [0, 1] (top1, top5, ..., auroc) are the only ones `percent`
+    scales (papers print AUROC x 100 beside accuracies)."""
+    return metric.startswith("top") or metric == "auroc"
 
 
 def value_scale(metric: str, percent: bool) -> float:
@@ -112,7 +114,7 @@ def _check_quantity(where: str, q: Quantity | CellLayout) -> None:
     """A stat the protocol has: 'value' for global_test/train, a pack stat otherwise."""
     if not q.metric:
         raise LayoutError(f"{where}: empty metric")
-    if q.protocol in (GLOBAL_TEST, TRAIN):
+    if q.protocol in (GLOBAL_TEST, TRAIN, SERVER):
         if q.stat != VALUE:
             raise LayoutError(f"{where}: protocol {q.protocol!r} needs stat 'value'")
     elif q.stat not in PACK_STATS:
@@ -234,7 +236,7 @@ def quantity_lines(spec: CellLayout, percent: bool) -> list[tuple[str, str]]:
                 lines.append((f"{key.capitalize()} by {kind}", legend))
     if percent and (len(quantities) > 1 or not is_accuracy(metrics[0])):
         others = [m for m in metrics if not is_accuracy(m)]
-        text = "accuracy metrics (names starting with 'top') in % (×100)"
+        text = "accuracy metrics (names starting with 'top') and auroc in % (×100)"
         if others:
             text += f"; other metrics ({', '.join(others)}) not scaled"
         lines.append(("Percent", text))

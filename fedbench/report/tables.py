@@ -31,8 +31,9 @@ from fedbench.report.layout import (
 )
 
 ROUND_MODES = ("final", "best")
-# ± over seeds: sample std, or the largest absolute deviation from the mean (pFedBreD's plots).
-SEED_SPREADS = ("std", "maxdev")
+# ± over seeds: sample std (ddof 1), population std (ddof 0, AAggFF's tables), or the largest
+# absolute deviation from the mean (pFedBreD's plots).
+SEED_SPREADS = ("std", "pstd", "maxdev")
 # mean_drop: the mean over consecutive column pairs (before, after) of before - after (pFedBreD's
 # Table 8 "Average Decrease by Noise").
 SUMMARY_STATS = ("mean", "std", "mean_drop")
@@ -49,6 +50,10 @@ SPREAD_NOTE = (
     "like the value); ± s = sample standard deviation (ddof=1) over seeds of each run's value, "
     "shown only with ≥ 2 seeds; (n=k) = runs averaged; paper 'v (c)' = the paper's value and "
     "its printed std; Δ = ours mean − paper value"
+)
+PSTD_NOTE = (
+    "mean ± population standard deviation (ddof=0) over seeds of each run's value; no ± with "
+    "one seed; (n=k) = runs averaged; Δ = ours − paper"
 )
 MAXDEV_NOTE = (
     "mean ± d over seeds of each run's value: d = the largest absolute deviation of a run from "
@@ -291,11 +296,16 @@ def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.
 
 
 def seed_spread(values: np.ndarray, how: str) -> float:
-    """± over seeds: sample std (ddof=1) or the largest |value − mean|; NaN below 2 values."""
+    """± over seeds: sample std (ddof=1), population std (pstd, ddof=0) or the largest
+    |value − mean|; NaN below 2 values."""
     if len(values) < 2:
         return math.nan
     if how == "maxdev":
         return float(np.abs(values - values.mean()).max())
+    if how == "pstd":
+        return float(values.std(ddof=0))
+    if how != "std":
+        raise ValueError(f"seed_spread must be one of {list(SEED_SPREADS)}, got {how!r}")
     return float(values.std(ddof=1))
 
 
@@ -372,13 +382,16 @@ def _summary_rows(
 def _ours_note(spec: TableSpec) -> str:
     if spec.spread is not None:
         note = SPREAD_NOTE.format(spread=spec.spread)
-        if spec.seed_spread == "maxdev":
+        instead = {
+            "maxdev": "± s = largest absolute deviation from the mean over seeds",
+            "pstd": "± s = population standard deviation (ddof=0) over seeds",
+        }
+        if spec.seed_spread in instead:
             note = note.replace(
-                "± s = sample standard deviation (ddof=1) over seeds",
-                "± s = largest absolute deviation from the mean over seeds",
+                "± s = sample standard deviation (ddof=1) over seeds", instead[spec.seed_spread]
             )
         return note
-    return MAXDEV_NOTE if spec.seed_spread == "maxdev" else STD_NOTE
+    return {"maxdev": MAXDEV_NOTE, "pstd": PSTD_NOTE}.get(spec.seed_spread, STD_NOTE)
 
 
 def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:

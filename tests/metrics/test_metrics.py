@@ -45,3 +45,22 @@ def test_classification_counts_by_hand():
     assert c["top5_correct"] == 3  # k capped at the 3 classes
     expected = sum(-torch.log_softmax(logits, 1)[i, y[i]].item() for i in range(3))
     assert c["loss_sum"] == pytest.approx(expected)
+
+
+def test_release_tails_by_hand():
+    # 20 clients 0.0, 0.1, ..., 1.9: the release takes max(1, floor(2.0)) = 2 clients per tail,
+    # weighted by test size; the lowest two 0.0 (size 3) and 0.1 (size 1): 0.1 / 4 = 0.025; the
+    # highest two 1.9 (size 1) and 1.8 (size 4): (1.9 + 7.2) / 5 = 1.82. The ceil tails are
+    # unweighted: 0.05 and 1.85.
+    v = np.arange(20) / 10
+    w = np.ones(20)
+    w[0], w[18] = 3.0, 4.0
+    perm = np.random.default_rng(0).permutation(20)
+    p = distribution_pack(v[perm], w[perm])
+    assert p["worst10_release"] == pytest.approx(0.025)
+    assert p["best10_release"] == pytest.approx(1.82)
+    assert p["worst10"] == pytest.approx(0.05) and p["best10"] == pytest.approx(1.85)
+    # K = 11 (MQP): the release's 1 client per tail against ceil's 2.
+    q = distribution_pack(np.arange(11) / 10)
+    assert (q["worst10_release"], q["best10_release"]) == (0.0, 1.0)
+    assert q["worst10"] == pytest.approx(0.05) and q["best10"] == pytest.approx(0.95)

@@ -9,7 +9,7 @@ import pytest
 
 from fedbench.report.collect import RunDataError, collect_clients, collect_runs, load_run
 
-PER_ROUND = 3 * 8 + 3 + 1  # 3 metrics × 8 pack stats, 3 global-test metrics, 1 train loss
+PER_ROUND = 3 * 10 + 3 + 1  # 3 metrics × 10 pack stats, 3 global-test metrics, 1 train loss
 
 
 def test_row_counts(runs):
@@ -17,7 +17,7 @@ def test_row_counts(runs):
     counts = df.groupby("algorithm").size().to_dict()
     assert counts["fedavg"] == 4 * PER_ROUND
     assert counts["fedprox"] == 2 * PER_ROUND + 1  # rounds 5, 10 then the diverged marker
-    assert counts["ditto"] == 4 * (PER_ROUND + 3 * 8)
+    assert counts["ditto"] == 4 * (PER_ROUND + 3 * 10)
     assert set(df["protocol"].dropna()) == {"global", "personal", "global_test", "train"}
 
 

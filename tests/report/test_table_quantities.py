@@ -89,7 +89,7 @@ def test_column_metric_and_row_protocol(make, tmp_path):
     assert "# Protocol by row: global: FedAvg; personal: Ditto" in csv
     read = pd.read_csv(tmp_path / "t.csv", comment="#")
     assert list(read["quantity"]) == list(df["quantity"])
-    assert "- Percent: accuracy metrics (names starting with 'top') in % (×100)\n" in md
+    assert "- Percent: accuracy metrics (names starting with 'top') and auroc in % (×100)\n" in md
 
 
 def test_row_metric_percent_only_for_accuracies(make, tmp_path):
@@ -110,7 +110,10 @@ def test_row_metric_percent_only_for_accuracies(make, tmp_path):
     assert cell(df, "fedavg-top1", "mnist").ours_mean == pytest.approx(71.0)
     md = write_table(df, s, tmp_path / "t")[0].read_text()
     assert "- Metric by row: ece: FedAvg ECE; top1: FedAvg Top-1" in md
-    percent = "accuracy metrics (names starting with 'top') in % (×100); other metrics (ece) not"
+    percent = (
+        "accuracy metrics (names starting with 'top') and auroc in % (×100); "
+        "other metrics (ece) not"
+    )
     assert f"- Percent: {percent} scaled\n" in md
     assert "| FedAvg ECE | — | 0.07 ± 0.01 (n=2) | — |" in md
 

@@ -211,6 +211,24 @@ def test_maxdev_seed_spread_is_the_largest_deviation(runs, tmp_path):
         spec({}, seed_spread="range")
 
 
+def test_pstd_seed_spread_is_the_population_std(runs, make, tmp_path):
+    # Final top1 of seeds 0, 1, 2: 68, 74, 67 -> mean 69.67; population std (ddof 0)
+    # sqrt((1.67² + 4.33² + 2.67²) / 3) = 3.09 (sample std 3.79, largest deviation 4.33).
+    three = [runs["avg0"], runs["avg1"], make(seed=2)]
+    s = spec({("fedavg", "mnist"): three}, seed_spread="pstd")
+    c = cell(build_table(s), "fedavg")
+    assert c.ours_std == pytest.approx(3.0912, abs=1e-4)
+    md = write_table(build_table(s), s, tmp_path / "t")[0].read_text()
+    assert "69.67 ± 3.09 (n=3)" in md and "population standard deviation (ddof=0)" in md
+
+
+def test_release_tail_stat_is_readable(runs):
+    # Three clients at top1 - 0.05, top1, top1 + 0.05: the release's tail is max(1, floor(0.3))
+    # = 1 client, the lowest: 63 and 69 -> 66.
+    s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]}, stat="worst10_release")
+    assert cell(build_table(s), "fedavg").ours_mean == pytest.approx(66.0)
+
+
 def test_summary_columns_from_the_rows_cells(make, tmp_path):
     """Avg / Std over two columns by hand; a row with a missing cell has no summary."""
     cols = [{"id": "mnist", "label": "MNIST"}, {"id": "cifar", "label": "CIFAR"}]
