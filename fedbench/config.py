@@ -9,8 +9,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
+import itertools
 import math
 import re
+import string
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,7 @@ CAP_KEYS = (
     "local_steps",
     "batch_size",
     "seeds",
+    "sweep_points",
 )
 PARTITION_KINDS = (
     "iid",
@@ -90,6 +93,8 @@ def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
 
     A paper's settings live in its own file; a name defined twice is an error naming both files.
     """
+    if catalog.get("algorithms"):
+        catalog["algorithms"] = expand_sweeps(catalog["algorithms"], "config.yaml")
     origin = {(s, n): "config.yaml" for s in SECTIONS for n in catalog.get(s, {}) or {}}
     for path in paths:
         with open(path) as f:
@@ -99,6 +104,8 @@ def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
         unknown = sorted(set(extra) - set(SECTIONS))
         if unknown:
             raise ConfigError(f"{path.name}: unknown key(s) {unknown}; valid: {list(SECTIONS)}")
+        if extra.get("algorithms"):
+            extra["algorithms"] = expand_sweeps(extra["algorithms"], path.name)
         for section, entries in extra.items():
             for name, entry in (entries or {}).items():
                 if (section, name) in origin:
@@ -108,6 +115,92 @@ def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
                     )
                 origin[(section, name)] = path.name
                 catalog.setdefault(section, {})[name] = entry
+
+
+# A variant name, and so a run folder: letters, digits, '.', '_', '-' (no '/', no spaces).
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def sweep_tag(value: Any) -> str:
+    """A swept value as a variant name shows it: 30 and 30.0 -> '30', 0.05 -> '0.05'."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"a swept value must be a finite number, got {value!r}")
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def sweep_fields(template: str) -> list[str]:
+    """The placeholders of a sweep's name template, e.g. ['lam', 'eta'] of 'x-l{lam}-e{eta}'."""
+    try:
+        return [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as err:
+        raise ValueError(f"bad name template {template!r}: {err}") from None
+
+
+def sweep_name(template: str, point: dict[str, Any]) -> str:
+    """The variant name of one point of a sweep (template placeholders filled by sweep_tag)."""
+    return template.format(**{k: sweep_tag(v) for k, v in point.items()})
+
+
+def expand_sweeps(entries: dict[str, Any], where: str) -> dict[str, Any]:
+    """Algorithm entries with a `sweep: {param: [values]}` become one named variant per point
+    of the values' cross product, named by the entry's name template ('pfedbred-mh-l{lam}-e{eta}'
+    -> 'pfedbred-mh-l30-e0.1'; a swept value replaces the entry's own, e.g. one merged in by a
+    YAML anchor); other entries pass through, order kept."""
+    out: dict[str, Any] = {}
+    for name, entry in entries.items():
+        if not isinstance(entry, dict) or "sweep" not in entry:
+            out[name] = entry
+            continue
+        place = f"{where}: algorithms.{name}.sweep"
+        sweep = entry["sweep"]
+        if not isinstance(sweep, dict) or not sweep:
+            raise ConfigError(f"{place}: expected a mapping of parameter -> list of values")
+        cls = ALGORITHMS.get(entry.get("algorithm"))
+        if cls is None:
+            raise ConfigError(
+                f"{where}: algorithms.{name}.algorithm: unknown algorithm "
+                f"{entry.get('algorithm')!r}; valid: {sorted(ALGORITHMS)}"
+            )
+        fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        for key, values in sweep.items():
+            if key not in fields:
+                raise ConfigError(
+                    f"{place}.{key}: not a parameter of {cls.name}; valid: {sorted(fields)}"
+                )
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"{place}.{key}: expected a non-empty list, got {values!r}")
+            try:
+                tags = [sweep_tag(v) for v in values]
+            except ValueError as err:
+                raise ConfigError(f"{place}.{key}: {err}") from None
+            if len(set(tags)) != len(tags):
+                raise ConfigError(f"{place}.{key}: repeated value(s) in {values!r}")
+            bad = next((v for v in values if _type_mismatch(fields[key], v)), None)
+            if bad is not None:
+                why = _type_mismatch(fields[key], bad)
+                raise ConfigError(f"{place}.{key}: must be {why} (got {bad!r})")
+        try:
+            placeholders = sweep_fields(name)
+        except ValueError as err:
+            raise ConfigError(f"{place}: {err}") from None
+        if sorted(placeholders) != sorted(sweep):
+            raise ConfigError(
+                f"{place}: the name's placeholders {placeholders} must be the swept "
+                f"parameters {list(sweep)}, each once"
+            )
+        base = {k: v for k, v in entry.items() if k != "sweep"}
+        for combo in itertools.product(*sweep.values()):
+            point = {
+                k: float(v) if fields[k] == "float" else v
+                for k, v in zip(sweep, combo, strict=True)
+            }
+            variant = sweep_name(name, point)
+            if not SAFE_NAME.fullmatch(variant):
+                raise ConfigError(f"{place}: variant name {variant!r} is not path-safe")
+            if variant in entries or variant in out:
+                raise ConfigError(f"{place}: variant {variant!r} is already defined")
+            out[variant] = {**base, **point}
+    return out
 
 
 def validate_catalog(catalog: dict[str, Any]) -> None:

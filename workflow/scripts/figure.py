@@ -1,10 +1,11 @@
-"""Snakemake adapter: one paper figure as .png and .pdf (curves, landscapes, partitions)."""
+"""Snakemake adapter: one paper figure as .png and .pdf (curves, landscapes, partitions, sweeps)."""
 
 from pathlib import Path
 
-from fedbench.grid import figure_spec, landscape_spec, partition_spec
+from fedbench.grid import figure_spec, landscape_spec, parallel_spec, partition_spec
 from fedbench.report import learning_curves
 from fedbench.report.landscape import write_landscape_figure
+from fedbench.report.parallel import write_parallel_figure
 from fedbench.report.partitions import write_partition_figure
 
 sm = snakemake  # noqa: F821
@@ -15,5 +16,7 @@ if kind == "landscape":
     write_landscape_figure(landscape_spec(grid, name, sm.config, scale), out)
 elif kind == "partition":
     write_partition_figure(partition_spec(grid, name, sm.config, scale), out)
+elif kind == "parallel":
+    write_parallel_figure(parallel_spec(grid, name, sm.config, scale), out)
 else:
     learning_curves(figure_spec(grid, name, sm.config, scale), out)
