@@ -47,7 +47,7 @@ rule figure:
     log:
         "logs/{scale}/figure/{paper}/{figure}.log",
     wildcard_constraints:
-        figure=r"figure[0-9_]+",
+        figure=r"figure[0-9][0-9a-z_]*",
     localrule: True
     conda:
         "../envs/fedbench.yaml"
