@@ -126,7 +126,9 @@ def _draw_cell(
     curves = seed_curves(runs, spec, q)
     if not curves.empty:
         mean = curves.mean(axis=1)
-        ax.plot(mean.index, mean.values, color=color, label=label, lw=1.6)
+        # A one-point curve (a smoke run evaluated once) would draw nothing without a marker.
+        marker = "o" if len(mean) == 1 else None
+        ax.plot(mean.index, mean.values, color=color, label=label, lw=1.6, marker=marker)
         if curves.shape[1] >= 2:
             std = curves.std(axis=1, ddof=1)
             ax.fill_between(mean.index, mean - std, mean + std, color=color, alpha=0.2, lw=0)

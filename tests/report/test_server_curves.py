@@ -26,8 +26,9 @@ OBJECTIVE = {
 }
 
 
-def _server_run(root: Path, seed: int) -> Path:
+def _server_run(root: Path, seed: int, values: list[float] | None = None) -> Path:
     """A finished run whose records carry record["server"]["objective"] (and a client pack)."""
+    values = OBJECTIVE[seed] if values is None else values
     run_dir = root / "smoke" / "runs" / "berka" / "natural" / "logreg" / "aaggff" / f"seed{seed}"
     pack = {"mean": 0.5, "wmean": 0.5}
     records = [
@@ -39,7 +40,7 @@ def _server_run(root: Path, seed: int) -> Path:
             "summary": {"global": {"top1": pack}},
             "server": {"objective": v, "objective_code": -v},
         }
-        for t, v in enumerate(OBJECTIVE[seed], start=1)
+        for t, v in enumerate(values, start=1)
     ]
     write_jsonl(run_dir / "metrics.jsonl", records)
     run = dict(
@@ -47,7 +48,7 @@ def _server_run(root: Path, seed: int) -> Path:
     )
     write_yaml(
         run_dir / "run.yaml",
-        {"run": {**run, "seed": seed}, "status": "ok", "rounds": 7, "standin": True},
+        {"run": {**run, "seed": seed}, "status": "ok", "rounds": len(values), "standin": True},
     )
     return run_dir
 
@@ -85,6 +86,12 @@ def test_server_curve_is_the_logged_scalar(server_runs):
     by_hand = [(a + b) / 2 for a, b in zip(OBJECTIVE[0], OBJECTIVE[1], strict=True)]
     np.testing.assert_allclose(line.get_ydata(), by_hand)
     assert "protocol server" in fig.get_suptitle()
+
+
+def test_a_one_point_curve_gets_a_marker(tmp_path):
+    spec = _spec([_server_run(tmp_path, 0, [2.5])], smooth=Savgol(5, 2))
+    (line,) = make_figure(spec).axes[0].get_lines()
+    assert line.get_ydata().tolist() == [2.5] and line.get_marker() == "o"
 
 
 def test_smoothing_is_scipys_savgol_per_run(server_runs):
