@@ -2,8 +2,15 @@
 
 from pathlib import Path
 
-from fedbench.grid import figure_spec, landscape_spec, parallel_spec, partition_spec
+from fedbench.grid import (
+    deviation_spec,
+    figure_spec,
+    landscape_spec,
+    parallel_spec,
+    partition_spec,
+)
 from fedbench.report import learning_curves
+from fedbench.report.deviations import write_deviation_figure
 from fedbench.report.landscape import write_landscape_figure
 from fedbench.report.parallel import write_parallel_figure
 from fedbench.report.partitions import write_partition_figure
@@ -18,5 +25,7 @@ elif kind == "partition":
     write_partition_figure(partition_spec(grid, name, sm.config, scale), out)
 elif kind == "parallel":
     write_parallel_figure(parallel_spec(grid, name, sm.config, scale), out)
+elif kind == "deviation":
+    write_deviation_figure(deviation_spec(grid, name, sm.config, scale), out)
 else:
     learning_curves(figure_spec(grid, name, sm.config, scale), out)
