@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from fedbench.io import atomic_path
 from fedbench.metrics import PACK_STATS
@@ -172,6 +173,7 @@ def make_figure(spec: FigureSpec) -> Figure:
             title += f" [{quantities[(str(spec.rows[0]['id']), str(col['id']))].protocol}]"
         ax.set_title(title)
         ax.set_xlabel("round")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # rounds, not 1.25
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(ylabel)
     legend: dict[str, object] = {}

@@ -90,8 +90,10 @@ def test_server_curve_is_the_logged_scalar(server_runs):
 
 def test_a_one_point_curve_gets_a_marker(tmp_path):
     spec = _spec([_server_run(tmp_path, 0, [2.5])], smooth=Savgol(5, 2))
-    (line,) = make_figure(spec).axes[0].get_lines()
+    ax = make_figure(spec).axes[0]
+    (line,) = ax.get_lines()
     assert line.get_ydata().tolist() == [2.5] and line.get_marker() == "o"
+    assert all(float(t).is_integer() for t in ax.get_xticks())  # rounds, not 0.75 or 1.25
 
 
 def test_smoothing_is_scipys_savgol_per_run(server_runs):
