@@ -25,7 +25,7 @@ from fedbench.engine.config import TrainConfig
 from fedbench.models import MODELS
 
 SECTIONS = ("datasets", "partitions", "models", "algorithms")
-DATASET_KEYS = ("source", "params", "transform", "training", "description")
+DATASET_KEYS = ("source", "params", "standin_params", "transform", "training", "description")
 TOP_KEYS = (
     "scale",
     "scales",
@@ -37,6 +37,9 @@ TOP_KEYS = (
     *SECTIONS,
 )
 DATA_MODES = ("real", "standin")
+# standin_params (models and datasets): parameters merged over `params` only at scales whose data
+# is generated (smoke), so a paper-sized network or image runs tiny in CI; run.yaml records them.
+MODEL_KEYS = ("arch", "params", "standin_params", "training", "description")
 SCALE_KEYS = ("data", "caps", "description", "standin_size")
 CAP_KEYS = (
     "rounds",
@@ -240,12 +243,13 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
                 f"datasets.{name}.source: unknown source {e.get('source')!r}; "
                 f"valid: {sorted(SOURCES)}"
             )
-        if not isinstance(e.get("params", {}), dict):
-            raise ConfigError(f"datasets.{name}.params: expected a mapping, got {e['params']!r}")
-        try:
-            SOURCES[e["source"]].check_params(e.get("params", {}))
-        except ValueError as err:
-            raise ConfigError(f"datasets.{name}.params: {err}") from None
+        for key in ("params", "standin_params"):
+            if not isinstance(e.get(key, {}), dict):
+                raise ConfigError(f"datasets.{name}.{key}: expected a mapping, got {e[key]!r}")
+            try:
+                SOURCES[e["source"]].check_params({**e.get("params", {}), **e.get(key, {})})
+            except ValueError as err:
+                raise ConfigError(f"datasets.{name}.{key}: {err}") from None
         try:
             check_transform(name, e.get("transform"))
         except ValueError as err:
@@ -261,20 +265,21 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
         except ValueError as err:
             raise ConfigError(f"partitions.{name}: {err}") from None
     for name, e in catalog["models"].items():
-        _keys(f"models.{name}", e, ("arch", "params", "training", "description"))
+        _keys(f"models.{name}", e, MODEL_KEYS)
         if e.get("arch") not in MODELS:
             raise ConfigError(
                 f"models.{name}.arch: unknown arch {e.get('arch')!r}; valid: {sorted(MODELS)}"
             )
-        if not isinstance(e.get("params", {}), dict):
-            raise ConfigError(f"models.{name}.params: expected a mapping, got {e['params']!r}")
         valid = _model_params(MODELS[e["arch"]])
-        unknown = sorted(set(e.get("params", {})) - valid) if valid is not None else []
-        if unknown:
-            raise ConfigError(
-                f"models.{name}.params: unknown parameter(s) {unknown} of arch {e['arch']!r}; "
-                f"valid: {sorted(valid)}"
-            )
+        for key in ("params", "standin_params"):
+            if not isinstance(e.get(key, {}), dict):
+                raise ConfigError(f"models.{name}.{key}: expected a mapping, got {e[key]!r}")
+            unknown = sorted(set(e.get(key, {})) - valid) if valid is not None else []
+            if unknown:
+                raise ConfigError(
+                    f"models.{name}.{key}: unknown parameter(s) {unknown} of arch "
+                    f"{e['arch']!r}; valid: {sorted(valid)}"
+                )
     for name, e in catalog["algorithms"].items():
         if not isinstance(e, dict) or "algorithm" not in e:
             raise ConfigError(f"algorithms.{name}: needs an 'algorithm' key")
@@ -407,10 +412,14 @@ def data_mode(catalog: dict, scale: str) -> str:
     return scale_entry(catalog, scale).get("data", "real")
 
 
-def resolve_dataset(catalog: dict, name: str) -> dict[str, Any]:
-    """Dataset entry with its source and params."""
+def resolve_dataset(catalog: dict, name: str, scale: str | None = None) -> dict[str, Any]:
+    """Dataset entry with its source and params (with `standin_params` over them, and recorded,
+    at a stand-in scale)."""
     e = _entry(catalog, "datasets", name)
     out = {"name": name, "source": e["source"], "params": dict(e.get("params", {}))}
+    if scale is not None and data_mode(catalog, scale) == "standin" and e.get("standin_params"):
+        out["params"].update(e["standin_params"])
+        out["standin_params"] = dict(e["standin_params"])
     if e.get("transform"):
         out["transform"] = check_transform(name, e["transform"])
     return out
@@ -424,7 +433,22 @@ def resolve_partition(catalog: dict, name: str, scale: str) -> dict[str, Any]:
     cap = scale_entry(catalog, scale).get("caps", {}).get("num_clients")
     if cap is not None and "num_clients" in e:
         e["num_clients"] = min(e["num_clients"], cap)
+    elif cap is not None and e["kind"] == "natural":
+        # A natural split keeps every group unless told otherwise; a stand-in may have many
+        # small groups (one per 5 samples), so the cap keeps a seeded subset of them.
+        e["num_clients"] = cap
     return e
+
+
+def resolve_model(catalog: dict, name: str, scale: str) -> dict[str, Any]:
+    """Model entry with its constructor params; at stand-in scales `standin_params` override
+    them and are also recorded on their own (run.yaml shows what was shrunk)."""
+    e = _entry(catalog, "models", name)
+    out = {"name": name, "arch": e["arch"], "params": dict(e.get("params", {}))}
+    if data_mode(catalog, scale) == "standin" and e.get("standin_params"):
+        out["params"].update(e["standin_params"])
+        out["standin_params"] = dict(e["standin_params"])
+    return out
 
 
 def resolve_training(
@@ -462,15 +486,14 @@ def resolve_run(
     seed: int,
 ) -> dict[str, Any]:
     """The fully resolved spec of one run (what run.yaml records)."""
-    m = _entry(catalog, "models", model)
     a = _entry(catalog, "algorithms", algorithm)
     return {
         "scale": scale,
         "data_mode": data_mode(catalog, scale),
         "seed": int(seed),
-        "dataset": resolve_dataset(catalog, dataset),
+        "dataset": resolve_dataset(catalog, dataset, scale),
         "partition": {"name": partition, **resolve_partition(catalog, partition, scale)},
-        "model": {"name": model, "arch": m["arch"], "params": dict(m.get("params", {}))},
+        "model": resolve_model(catalog, model, scale),
         "algorithm": {"name": algorithm, "algorithm": a["algorithm"], "params": _algo_params(a)},
         "training": _check_participants(
             resolve_training(catalog, dataset, partition, model, algorithm, scale),

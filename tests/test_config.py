@@ -125,3 +125,42 @@ def test_checkpoint_every_is_checked_at_dag_build(catalog, bad):
         validate_catalog(c)
     c["checkpoint_every"] = 0  # 0 turns checkpoints off
     validate_catalog(c)
+
+
+def test_standin_params_shrink_a_model_only_on_standin_data(catalog):
+    names = ("aaggff-mqp", "aaggff-natural-silo", "aaggff-distilbert", "fedavg-release", 0)
+    paper = resolve_run(catalog, "paper", *names)["model"]
+    smoke = resolve_run(catalog, "smoke", *names)["model"]
+    tiny = catalog["models"]["aaggff-distilbert"]["standin_params"]
+    assert paper["params"] == {"pretrained": True, "dropout": 0.0} and "standin_params" not in paper
+    assert smoke["params"] == {"dropout": 0.0, **tiny} and smoke["params"]["pretrained"] is False
+    assert smoke["standin_params"] == tiny  # run.yaml shows what was shrunk
+    isic = ("aaggff-isic", "aaggff-natural-silo", "aaggff-effnet", "fedavg-release", 0)
+    assert resolve_run(catalog, "paper", *isic)["dataset"]["params"] == {}
+    assert resolve_run(catalog, "smoke", *isic)["dataset"]["params"] == {"side": 32}
+
+
+@pytest.mark.parametrize(
+    "value, named",
+    [
+        (
+            {"dimm": 8},
+            r"models.aaggff-distilbert.standin_params: unknown parameter\(s\) \['dimm'\]",
+        ),
+        ([8], "models.aaggff-distilbert.standin_params: expected a mapping"),
+    ],
+)
+def test_bad_standin_params_are_named(catalog, value, named):
+    with pytest.raises(ConfigError, match=named):
+        validate_catalog(_broken(catalog, ("models", "aaggff-distilbert", "standin_params"), value))
+    where = ("datasets", "aaggff-isic", "standin_params")
+    with pytest.raises(ConfigError, match=r"datasets.aaggff-isic.standin_params: .*\['sidee'\]"):
+        validate_catalog(_broken(catalog, where, {"sidee": 32}))
+
+
+def test_smoke_caps_the_clients_of_a_natural_split(catalog):
+    # a natural split names no num_clients (every group); at smoke scale the cap keeps a subset
+    names = ("aaggff-reddit", "aaggff-natural-device", "aaggff-stackedlstm", "fedavg-release", 0)
+    assert "num_clients" not in resolve_run(catalog, "paper", *names)["partition"]
+    cap = catalog["scales"]["smoke"]["caps"]["num_clients"]
+    assert resolve_run(catalog, "smoke", *names)["partition"]["num_clients"] == cap

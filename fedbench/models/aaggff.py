@@ -178,6 +178,8 @@ class EfficientNetISIC(nn.Module):
     checkpoint folder, never downloading them here; BatchNorm then uses batch statistics (the
     pre-trained running statistics are dropped, see the module note). Stochastic depth is off.
     `reinit_after_load` applies the release's Xavier re-initialisation after loading (spec §15.4).
+    `feature_blocks` < 9 keeps only the first blocks of torchvision's 9 (stem, 7 stages, 1x1
+    conv): a cheap truncated network for smoke runs, not the thesis's model.
     """
 
     def __init__(
@@ -187,12 +189,17 @@ class EfficientNetISIC(nn.Module):
         pretrained: bool = True,
         reinit_after_load: bool = False,
         dropout: float = 0.0,
+        feature_blocks: int = 9,
     ):
         super().__init__()
         from torchvision.models import EfficientNet_B0_Weights, efficientnet_b0
 
         if len(input_shape) != 3 or input_shape[0] != 3:
             raise ValueError(f"efficientnet_isic needs (3, H, W) input, got {input_shape}")
+        if not 1 <= feature_blocks <= 9:
+            raise ValueError(
+                f"efficientnet_isic: feature_blocks must be 1..9, got {feature_blocks}"
+            )
         if pretrained:
             weights = EfficientNet_B0_Weights.IMAGENET1K_V1
             path = Path(torch.hub.get_dir(), "checkpoints", Path(weights.url).name)
@@ -200,8 +207,10 @@ class EfficientNetISIC(nn.Module):
         net = efficientnet_b0(weights=None, stochastic_depth_prob=0.0)
         if pretrained:
             net.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-        self.body = nn.Sequential(net.features, nn.AdaptiveAvgPool2d((7, 7)), nn.Flatten())
-        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(1280 * 49, num_classes))
+        features = net.features[:feature_blocks]
+        width = [m for m in features[-1].modules() if isinstance(m, nn.Conv2d)][-1].out_channels
+        self.body = nn.Sequential(features, nn.AdaptiveAvgPool2d((7, 7)), nn.Flatten())
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(width * 49, num_classes))
         _no_running_stats(self.body)
         if reinit_after_load:
             xavier_reinit(self)
@@ -433,18 +442,33 @@ class MobileViT(nn.Module):
     known here: `variant` xxs | xs | s (default s, the paper's main model). fedbench's own
     implementation of the paper's architecture: stem conv3x3/2, MV2 stages, three MobileViT
     blocks (depths 2, 4, 3; 2 x 2 patches; 4 heads; FFN 2d), 1x1 conv, global pool, Linear.
+    `width_mult` scales every width (to multiples of 8): < 1 is a cheap network for smoke runs.
     """
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, variant: str = "s"):
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        variant: str = "s",
+        width_mult: float = 1.0,
+    ):
         super().__init__()
         if variant not in MOBILEVIT:
             raise ValueError(f"mobilevit: variant must be one of {sorted(MOBILEVIT)}")
+        if not width_mult > 0:
+            raise ValueError(f"mobilevit: width_mult must be > 0, got {width_mult}")
         if len(input_shape) != 3 or input_shape[1] % 64 or input_shape[2] % 64:
             # stride 32 at the last block, whose 2 x 2 patches need an even map
             raise ValueError(f"mobilevit needs (C, H, W) with H, W multiples of 64: {input_shape}")
         cfg = MOBILEVIT[variant]
-        c0, c1, c2, c3, c4, c5 = cfg["widths"]
-        d3, d4, d5 = cfg["dims"]
+
+        def scaled(w: int) -> int:
+            # multiples of 8 keep each transformer width divisible by its 4 heads
+            return max(8, 8 * round(w * width_mult / 8))
+
+        c0, c1, c2, c3, c4, c5 = (scaled(w) for w in cfg["widths"])
+        d3, d4, d5 = (scaled(d) for d in cfg["dims"])
+        last = scaled(cfg["last"])
         e = cfg["expand"]
         self.body = nn.Sequential(
             _conv_bn(input_shape[0], c0, 3, 2),
@@ -458,11 +482,11 @@ class MobileViT(nn.Module):
             _MobileViTBlock(c4, d4, 4),
             _MV2(c4, c5, 2, e),
             _MobileViTBlock(c5, d5, 3),
-            _conv_bn(c5, cfg["last"], 1),
+            _conv_bn(c5, last, 1),
             nn.AdaptiveAvgPool2d(1),
             nn.Flatten(),
         )
-        self.head = nn.Linear(cfg["last"], num_classes)
+        self.head = nn.Linear(last, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))

@@ -65,6 +65,19 @@ def test_efficientnet_count_and_shape():
     assert m.to("meta")(torch.empty(2, 3, 32, 32, device="meta")).shape == (2, 8)
 
 
+def test_efficientnet_truncated_for_smoke_runs():
+    # stem (32 channels) and the first MBConv stage (16): the head reads 16 x 7 x 7
+    m = build_model(
+        "efficientnet_isic", (3, 40, 40), 8, init_seed=0, pretrained=False, feature_blocks=2
+    )
+    assert _count(m.head) == 16 * 49 * 8 + 8 and _count(m.body) < 3000
+    assert m(torch.randn(2, 3, 40, 40)).shape == (2, 8)
+    with pytest.raises(ValueError, match="feature_blocks must be 1..9"):
+        build_model(
+            "efficientnet_isic", (3, 40, 40), 8, init_seed=0, pretrained=False, feature_blocks=10
+        )
+
+
 def test_missing_pretrained_weights_are_named(tmp_path, monkeypatch):
     monkeypatch.setattr(torch.hub, "get_dir", lambda: str(tmp_path))
     with pytest.raises(ValueError, match="efficientnet_b0_rwightman.*pretrained: false"):
@@ -141,3 +154,9 @@ def test_mobilevit_sizes_match_the_paper():
     assert small(torch.randn(2, 3, 64, 64)).shape == (2, 200)
     with pytest.raises(ValueError, match="multiples of 64"):
         build_model("mobilevit", (3, 32, 32), 200, init_seed=0)
+    # width_mult 1 is the paper's network; a quarter is a tiny one for smoke runs
+    same = build_model("mobilevit", (3, 256, 256), 1000, init_seed=0, variant="xxs", width_mult=1.0)
+    assert _count(same) == _count(m)
+    tiny = build_model("mobilevit", (3, 64, 64), 200, init_seed=0, variant="xxs", width_mult=0.25)
+    assert _count(tiny) < _count(small) / 8
+    assert tiny(torch.randn(2, 3, 64, 64)).shape == (2, 200)

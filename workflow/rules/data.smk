@@ -29,7 +29,7 @@ rule prepare:
         runtime=30,
         gpu=0,
     params:
-        dataset=lambda w: resolve_dataset(config, w.dataset),
+        dataset=lambda w: resolve_dataset(config, w.dataset, w.scale),
         mode=lambda w: data_mode(config, w.scale),
         standin_size=lambda w: standin_size(config, w.scale),
     script:
