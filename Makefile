@@ -34,7 +34,7 @@ quick: setup data
 test: setup
 	$(BIN)/python -m pytest -q tests
 	$(BIN)/snakemake -n --cores $(CORES) all --config scale=paper --quiet rules
-	$(BIN)/snakemake --cores $(CORES) quick superfed superfed_quick pfedbred pfedbred_quick --config scale=smoke --quiet rules
+	$(BIN)/snakemake --cores $(CORES) quick superfed superfed_quick pfedbred pfedbred_quick aaggff aaggff_quick --config scale=smoke --quiet rules
 	$(BIN)/ruff check fedbench tests workflow benchmarks
 	$(BIN)/ruff format --check fedbench tests workflow benchmarks
 	$(BIN)/snakefmt --check Snakefile workflow/rules
