@@ -86,6 +86,14 @@ class Algorithm:
     defaults_from: ClassVar[str | None] = None
     # The scalars `server_metrics` may log (figure grids naming one are checked against it).
     server_scalars: ClassVar[tuple[str, ...]] = ()
+    # Per-step carry updates: `local_loss` returns (loss, updates), `updates` a dict of detached
+    # pytrees that replace those carry entries from the next step on; `client_end` receives the
+    # last carry. Per-client state that is not trained (pFedBreD's θ_i, FedPAC's statistics)
+    # lives there instead of in zero parameters written by SGD, so momentum and weight decay
+    # never touch it. Both executors apply it alike (a vectorised client without a batch at a
+    # step keeps its carry); the vectorised layer-chain kernels never run such an algorithm.
+    # May be a property when it depends on a field (pFedMe's variant).
+    carry_updates: ClassVar[bool] = False
 
     def model(self, apply: Apply) -> Apply:
         """The network over this algorithm's parameter dicts, which the engine trains and
@@ -140,7 +148,8 @@ class Algorithm:
     def client_begin(
         self, global_params: Params, server_state: State, client_state: State, ctx: ClientContext
     ) -> tuple[Params, State]:
-        """Parameters local training starts from, and constants (`carry`) for the local steps."""
+        """Parameters local training starts from, and the `carry` of the local steps (constants,
+        unless `carry_updates`)."""
         return dict(global_params), {}
 
     def step_noise(
@@ -152,8 +161,9 @@ class Algorithm:
 
     def local_loss(
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: torch.Tensor | None
-    ) -> torch.Tensor:
-        """The loss one local step differentiates (the run's objective, `data_loss`)."""
+    ) -> torch.Tensor | tuple[torch.Tensor, State]:
+        """The loss one local step differentiates (the run's objective, `data_loss`); with
+        `carry_updates`, (loss, carry entries for the next step)."""
         return self.data_loss(apply, params, batch)
 
     def data_loss(self, apply: Apply, params: Params, batch: Batch) -> torch.Tensor:
@@ -180,7 +190,7 @@ class Algorithm:
         client_state: State,
         ctx: ClientContext,
     ) -> tuple[dict[str, Any], State]:
-        """The message sent to the server, and the client's new state."""
+        """The message sent to the server, and the client's new state (`carry`: the last step's)."""
         return {
             "delta": tree_sub(params, global_params),
             "weight": float(ctx.num_train),

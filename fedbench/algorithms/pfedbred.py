@@ -9,15 +9,11 @@ import torch
 from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
-from fedbench.algorithms.pair import joined, split
 from fedbench.algorithms.pfedme import PFedMe, write_term
 from fedbench.engine.functional import Apply, Params, tree_sub, tree_zeros_like
 
 PRIORS = ("lg", "meg", "mh")
 VARIANTS = ("code", "paper")
-# The local copy of the global model w, the personalised model θ_i, (FT) its fine-tuned copy and
-# the last step's envelope gradient λ(μ - θ_i) (Figure 2's GCE).
-W, PERS, FT, ENV = "w.", "pers.", "ft.", "env."
 
 
 def half_sq(x: Params) -> torch.Tensor:
@@ -37,16 +33,6 @@ def bregman(x: Params, y: Params, g=half_sq, grad_g=identity) -> torch.Tensor:
         return half_sq({k: x[k] - y[k] for k in x})
     gy = grad_g(y)
     return g(x) - g(y) - sum((gy[k] * (x[k] - y[k])).sum() for k in x)
-
-
-def set_term(slot: Params, value: Params, lr: torch.Tensor) -> torch.Tensor:
-    """A zero-valued loss term whose plain SGD step of size `lr` moves `slot` to `value`.
-
-    The engine steps every parameter by -lr * gradient; θ_i must instead be replaced by the prox
-    solution each step, so its gradient is (θ_i - value) / lr. Exact for plain SGD, the paper's
-    optimiser (spec §5); the engine's momentum and weight decay would also act on the slot.
-    """
-    return write_term(slot, {k: slot[k] - value[k] for k in slot}, 1.0 / lr)
 
 
 @dataclass(frozen=True)
@@ -76,11 +62,15 @@ class PFedBreD(Algorithm):
     Each client also sends its last local step's envelope gradient v_i = λ(μ_{i,R} - θ_{i,R})
     (mh code: without the FO-MAML step), and the server logs the sampled clients' GCE (Fig. 2)
     and, when every client trains, all N clients' (`gce_all`, spec §9.22).
+    Only w is a trained parameter: θ_i, the envelope gradient and the FT model are carry entries
+    that each local step replaces (`carry_updates`), so the engine's momentum and weight decay,
+    where a run sets them, act on w alone.
     """
 
     name: ClassVar[str] = "pfedbred"
     personal_protocols: ClassVar[tuple[str, ...]] = ("personal",)
     server_scalars: ClassVar[tuple[str, ...]] = ("gce", "gce_all")
+    carry_updates: ClassVar[bool] = True
     prior: str = "mh"
     variant: str = "code"
     lam: float = 15.0
@@ -127,17 +117,18 @@ class PFedBreD(Algorithm):
         return state
 
     def client_begin(self, global_params, server_state, client_state, ctx: ClientContext):
-        params = {
-            **joined(W, global_params),
-            **joined(PERS, client_state["theta"]),
-            **joined(ENV, tree_zeros_like(global_params)),
+        # θ_i, the envelope gradient of the client's last step (zero before any) and, with FT,
+        # θ_i's fine-tuned copy (θ_i itself before any step): replaced at every local step.
+        carry = {
+            "lr": torch.tensor(ctx.lr, dtype=torch.float64),
+            "theta": client_state["theta"],
+            "env": tree_zeros_like(global_params),
         }
         if self.ft:
-            params.update(joined(FT, tree_zeros_like(global_params)))
-        carry = {"lr": torch.tensor(ctx.lr, dtype=torch.float64)}
+            carry["ft"] = client_state["theta"]
         if self.memorised:
             carry["mem"] = client_state["mem"]
-        return params, carry
+        return dict(global_params), carry
 
     def prior_mean(
         self, f, w: Params, theta: Params, mem: Params | None
@@ -159,24 +150,12 @@ class PFedBreD(Algorithm):
             mu = {k: torch.add(mu[k], mem[k] - theta[k], alpha=-self.eta) for k in mu}
         return mu, base, g_code
 
-    def step_noise(self, rng, ctx: ClientContext, global_params):
-        # Which step writes the envelope slot: the last (deterministic, `rng` unused).
-        return (torch.arange(ctx.num_steps) == ctx.num_steps - 1).float()
-
-    def update_mask(self, params, carry, noise):
-        # The envelope slot stays zero until the last step writes it: exact under momentum and
-        # weight decay too (see write_term). Unscheduled (noise None): every step overwrites it.
-        if noise is None:
-            return None
-        return {k: noise for k in params if k.startswith(ENV)}
-
     def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
         def f(q: Params) -> torch.Tensor:
             return self.data_loss(apply, q, batch)
 
-        w_slot, pers = split(params, W), split(params, PERS)
-        w = {k: v.detach() for k, v in w_slot.items()}
-        prev = {k: v.detach() for k, v in pers.items()}
+        w = {k: v.detach() for k, v in params.items()}
+        prev = carry["theta"]
         mu, base, g_code = self.prior_mean(f, w, prev, carry.get("mem"))
         if self.variant == "code":
             theta = mu if self.prior == "lg" else dict(base)
@@ -201,28 +180,24 @@ class PFedBreD(Algorithm):
             extra = self.eta_alpha / carry["lr"]
             diff, scale = {k: self.lam * diff[k] + extra * g_code[k] for k in diff}, 1.0
         envelope = f(theta) + self.lam * bregman(theta, mu)
-        loss = envelope.detach() + write_term(w_slot, diff, scale)
-        loss = loss + set_term(pers, theta, carry["lr"])
-        # The slot becomes λ(μ - θ_i) at the step that leaves it unmasked (the last one).
-        env = {k: self.lam * (mu[k] - theta[k]) for k in mu}
-        loss = loss + set_term(split(params, ENV), env, carry["lr"])
+        loss = envelope.detach() + write_term(params, diff, scale)
+        # The envelope gradient is overwritten every step: the client sends its last step's.
+        updates = {"theta": theta, "env": {k: self.lam * (mu[k] - theta[k]) for k in mu}}
         if self.ft:
             gt = grad(f)(theta)
-            tuned = {k: theta[k] - self.ft_lr * gt[k] for k in theta}
-            loss = loss + set_term(split(params, FT), tuned, carry["lr"])
-        return loss
+            updates["ft"] = {k: theta[k] - self.ft_lr * gt[k] for k in theta}
+        return loss, updates
 
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):
-        w = split(params, W)
-        state = {"theta": split(params, PERS)}
+        state = {"theta": carry["theta"]}
         if self.memorised:
-            state["mem"] = w
+            state["mem"] = dict(params)
         if self.ft:
-            state["ft"] = split(params, FT)
+            state["ft"] = carry["ft"]
         message = {
-            "delta": tree_sub(w, global_params),
+            "delta": tree_sub(params, global_params),
             "weight": float(ctx.num_train),
-            "envelope": split(params, ENV),
+            "envelope": carry["env"],
         }
         return message, state
 

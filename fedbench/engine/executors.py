@@ -15,7 +15,7 @@ from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import client_losses
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Apply, Params, stack_trees
-from fedbench.engine.local import local_train
+from fedbench.engine.local import local_train_carry
 from fedbench.rng import Streams
 
 
@@ -171,7 +171,7 @@ class SequentialExecutor:
             params, carry = job.algo.client_begin(job.global_params, job.server_state, state, ctx)
             noise = client_noise(job, cid, ctx)
             draws = client_draws(job, cid, len(batches))
-            params, loss = local_train(
+            params, carry, loss = local_train_carry(
                 job.algo,
                 job.apply,
                 params,

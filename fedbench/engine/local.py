@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.func import grad_and_value
 
@@ -10,7 +12,14 @@ from fedbench.engine.augment import Augment
 from fedbench.engine.functional import Apply, Params, sgd_init, sgd_step
 
 
-def local_train(
+def local_train(*args: Any, **kwargs: Any) -> tuple[Params, torch.Tensor]:
+    """`local_train_carry` without the final carry: the trained parameters and the mean
+    training loss (a tensor)."""
+    params, _, loss = local_train_carry(*args, **kwargs)
+    return params, loss
+
+
+def local_train_carry(
     algo: Algorithm,
     apply: Apply,
     params: Params,
@@ -24,17 +33,21 @@ def local_train(
     noise: torch.Tensor | None = None,
     augment: tuple[Augment, dict[str, torch.Tensor]] | None = None,
     weight: torch.Tensor | None = None,
-) -> tuple[Params, torch.Tensor]:
-    """Run the local steps; return the trained parameters and the mean training loss (a tensor).
+) -> tuple[Params, State, torch.Tensor]:
+    """Run the local steps; return the trained parameters, the final carry (the one
+    `client_end` receives: client_begin's, with each step's updates when `algo.carry_updates`)
+    and the mean training loss (a tensor).
 
     `augment` = (transform, draws [steps, B]): each batch is transformed with its step's draws.
     `weight`: per-row loss weights of the pool (Federation.weight), None = unweighted.
     """
+    updates = algo.carry_updates
 
-    def loss_fn(p: Params, xb: torch.Tensor, yb: torch.Tensor, wb, nz) -> torch.Tensor:
-        return algo.local_loss(apply, p, Batch(xb, yb, None, wb), carry, nz)
+    def loss_fn(p: Params, cr: State, xb: torch.Tensor, yb: torch.Tensor, wb, nz):
+        out = algo.local_loss(apply, p, Batch(xb, yb, None, wb), cr, nz)
+        return out if updates else (out, {})
 
-    step_grad = grad_and_value(loss_fn)
+    step_grad = grad_and_value(loss_fn, has_aux=True)
     buf = sgd_init(params)
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
@@ -44,9 +57,16 @@ def local_train(
             aug, draws = augment
             xb = aug.apply(xb, {k: v[step, : len(idx)] for k, v in draws.items()})
         wb = None if weight is None else weight[idx]
-        grads, loss = step_grad(params, xb, y[idx], wb, nz)
+        grads, (loss, new) = step_grad(params, carry, xb, y[idx], wb, nz)
         grads = algo.correct_grads(grads, params, carry)
         mask = algo.update_mask(params, carry, nz)
         params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay, mask)
         loss_sum = loss_sum + loss.detach()
-    return params, loss_sum / max(len(batches), 1)
+        if new:
+            if not new.keys() <= carry.keys():
+                raise KeyError(
+                    f"{algo.name}: updates of {sorted(new.keys() - carry.keys())}, "
+                    "not in client_begin's carry"
+                )
+            carry = {**carry, **new}
+    return params, carry, loss_sum / max(len(batches), 1)

@@ -3,7 +3,8 @@
 The same algorithm hooks as the sequential executor run here: `client_begin` / `client_end` once per
 client, `local_loss`, `correct_grads` and `update_mask` per step through `torch.func.vmap`. Clients
 whose last batch is short are padded and masked (padded samples carry weight 0); clients with fewer
-steps are frozen by a per-client step factor, never fed fake data. The optimiser (SGD, momentum,
+steps are frozen by a per-client step factor, never fed fake data, and keep their carry (an
+algorithm's `carry_updates` apply only where the client had a batch). The optimiser (SGD, momentum,
 weight decay) updates the stacked tensors in place; they are the executor's own buffers, so the
 hooks stay pure.
 
@@ -434,6 +435,8 @@ def _overrides(algo: Algorithm, hook: str) -> bool:
 
 def kernel_path(algo: Algorithm, apply: Any, keys: list[str]) -> tuple[LayerChain | None, str]:
     """The batched-kernel chain for this algorithm and model, or (None, why the vmap path)."""
+    if algo.carry_updates:  # the kernels have no aux output; such a loss is its own anyway
+        return None, f"{algo.name} updates its carry"
     if _overrides(algo, "local_loss") or _overrides(algo, "data_loss"):
         return None, f"{algo.name} has its own local objective"
     objective = objective_of(apply)
@@ -538,10 +541,11 @@ class VectorisedExecutor:
             params = self._stack_params(starts, reuse=stacked_end)
             carry, carry_dims = stack_shared(carries)
             noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device)
+            final: dict[str, Any] = {}  # the carry entries that local steps updated (stacked)
             if chain is not None:
                 loss = self._train_kernel(job, chain, params, carry, carry_dims, noise, plan)
             else:
-                loss = self._train_vmap(job, params, carry, carry_dims, noise, plan)
+                loss, final = self._train_vmap(job, params, carry, carry_dims, noise, plan)
             losses.append(loss / plan.steps.clamp(min=1))
             if stacked_end:
                 for k, v in params.items():
@@ -550,8 +554,9 @@ class VectorisedExecutor:
                 continue
             for c, cid in enumerate(chunk_ids):
                 trained = {k: v[c] for k, v in params.items()}
+                last = {**carries[c], **{k: _row(v, c) for k, v in final.items()}}
                 message, states[cid] = algo.client_end(
-                    job.global_params, trained, carries[c], job.client_states[cid], ctxs[c]
+                    job.global_params, trained, last, job.client_states[cid], ctxs[c]
                 )
                 if ctxs[c].pre_loss is not None:
                     message["pre_loss"] = ctxs[c].pre_loss
@@ -637,22 +642,30 @@ class VectorisedExecutor:
             sgd_step_(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, scale)
         return loss_sum
 
-    def _train_vmap(self, job, params, carry, carry_dims, noise, plan) -> torch.Tensor:
+    def _train_vmap(self, job, params, carry, carry_dims, noise, plan):
+        """The vmap path; returns the per-client loss sums and the carry entries the steps
+        updated (stacked; empty without `carry_updates`)."""
         algo, cfg, fed = job.algo, job.cfg, job.fed
+        updates = algo.carry_updates
 
         def step(p: Params, xb, yb, mb, wb, cr, nz):
-            def loss_fn(q: Params) -> torch.Tensor:
-                return algo.local_loss(job.apply, q, Batch(xb, yb, mb, wb), cr, nz)
+            def loss_fn(q: Params):
+                out = algo.local_loss(job.apply, q, Batch(xb, yb, mb, wb), cr, nz)
+                return out if updates else (out, {})
 
-            g, value = grad_and_value(loss_fn)(p)
+            g, (value, new) = grad_and_value(loss_fn, has_aux=True)(p)
             upd = algo.update_mask(p, cr, nz)
-            return algo.correct_grads(g, p, cr), value, {} if upd is None else upd
+            return algo.correct_grads(g, p, cr), value, {} if upd is None else upd, new
 
         mask_dim = None if plan.mask is None else 0
         w_dim = None if fed.weight is None else 0
-        vstep = vmap(
-            step, in_dims=(0, 0, 0, mask_dim, w_dim, carry_dims, None if noise is None else 0)
-        )
+        noise_dim = None if noise is None else 0
+
+        def vmapped(dims):
+            return vmap(step, in_dims=(0, 0, 0, mask_dim, w_dim, dims, noise_dim))
+
+        vstep = vmapped(carry_dims)
+        carry, carry_dims, final = dict(carry), dict(carry_dims), {}
         buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
         xs, ys = _gather(job, plan)
         ws = None if fed.weight is None else fed.weight[plan.rows]
@@ -661,12 +674,44 @@ class VectorisedExecutor:
             mask = None if plan.mask is None else plan.mask[s]
             nz = None if noise is None else noise[s]
             wb = None if ws is None else ws[s]
-            grads, value, upd = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
+            grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
             scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
             sgd_step_(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, scale)
             keep = torch.as_tensor(plan.active[s], device=value.device)
             loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
-        return loss_sum
+            if new:
+                moved = False
+                for k, v in new.items():
+                    if k not in carry:
+                        raise KeyError(f"{algo.name}: update of {k!r}, not in client_begin's carry")
+                    every = bool(plan.active[s].all())
+                    carry[k] = v if every else _keep_inactive(v, carry[k], carry_dims[k], keep)
+                    final[k] = carry[k]
+                    moved = moved or _dims_of(v) != carry_dims[k]
+                    carry_dims[k] = _dims_of(v)
+                if moved:
+                    vstep = vmapped(carry_dims)
+        return loss_sum, final
+
+
+def _dims_of(tree: Any) -> Any:
+    """vmap in_dims of a stacked carry entry (every leaf per client)."""
+    return {k: _dims_of(v) for k, v in tree.items()} if isinstance(tree, dict) else 0
+
+
+def _keep_inactive(new: Any, old: Any, dims: Any, keep: torch.Tensor) -> Any:
+    """A carry entry after a step: `new` for clients with a batch, `old` (stacked or shared,
+    per `dims`) for the others."""
+    if isinstance(new, dict):
+        return {k: _keep_inactive(new[k], old[k], dims[k], keep) for k in new}
+    if dims is None:
+        old = old.expand_as(new)
+    return torch.where(keep.reshape(keep.shape + (1,) * (new.dim() - 1)), new, old)
+
+
+def _row(tree: Any, c: int) -> Any:
+    """Client `c`'s entry of a stacked carry entry."""
+    return {k: _row(v, c) for k, v in tree.items()} if isinstance(tree, dict) else tree[c]
 
 
 def _gather(job: RoundJob, plan: _Chunk) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,7 +10,7 @@ from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.pfedbred import PFedBreD, bregman, half_sq
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
-from fedbench.engine.local import local_train
+from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
 
@@ -97,7 +97,9 @@ def test_one_local_step_on_a_quadratic(prior, variant, theta, w, env):
     state = {"theta": _t(2.0), "mem": _t(4.0)}
     params, carry = algo.client_begin(_t(3.0), {}, state, ctx)
     x, y = torch.zeros(1, 1), torch.zeros(1, dtype=torch.long)
-    params, _ = local_train(algo, None, params, carry, x, y, [torch.tensor([0])], 0.1, 0.0, 0.0)
+    params, carry, _ = local_train_carry(
+        algo, None, params, carry, x, y, [torch.tensor([0])], 0.1, 0.0, 0.0
+    )
     message, state = algo.client_end(_t(3.0), params, carry, state, ctx)
     assert state["theta"]["w"].item() == pytest.approx(theta, abs=1e-5)
     assert 3.0 + message["delta"]["w"].item() == pytest.approx(w, abs=1e-5)
@@ -138,7 +140,9 @@ def _one_client(algo, tiny):
     ctx = ClientContext(0, 1, 0.1, 1, num_train=9, num_steps=len(plan), steps_per_epoch=3)
     state = algo.init_client_state(0, p0, None)
     params, carry = algo.client_begin(p0, {}, state, ctx)
-    params, _ = local_train(algo, apply, params, carry, fed.x, fed.y, plan, 0.1, 0.0, 0.0)
+    params, carry, _ = local_train_carry(
+        algo, apply, params, carry, fed.x, fed.y, plan, 0.1, 0.0, 0.0
+    )
     message, state = algo.client_end(p0, params, carry, state, ctx)
     return plan, message, state
 
@@ -196,35 +200,36 @@ def test_train_all_trains_every_client_and_personal_protocol_reports(tiny):
         assert set(state.records[-1]["summary"]) == {"global", "personal"}
 
 
-def test_envelope_is_the_last_steps_under_momentum_and_weight_decay(tiny):
-    # Three steps of meg with momentum and weight decay: the slot holds exactly the last step's
-    # λ(μ - θ), recomputed here from the state before that step (θ_i, w, w_mem) and its batch.
+@pytest.mark.parametrize("variant", ["code", "paper"])
+def test_envelope_and_theta_are_the_last_steps_under_momentum_and_weight_decay(variant, tiny):
+    # Three steps of meg with momentum and weight decay: the client sends exactly the last step's
+    # λ(μ - θ) and keeps its θ, recomputed here from the carry before that step (θ_i, w_mem), w
+    # and the batch; momentum and weight decay act on w only (θ_i is carried, not trained).
     fed, apply, p0 = tiny
-    algo = build_algorithm("pfedbred", prior="meg", lam=2.0, prox_iters=2)
+    algo = build_algorithm("pfedbred", prior="meg", variant=variant, lam=2.0, prox_iters=2)
     plan = batch_plan(fed.train[0], 4, Streams(2).generator("batches", 1, 0), epochs=1)
     ctx = ClientContext(0, 1, 0.1, 1, num_train=9, num_steps=len(plan))
     state = algo.init_client_state(0, p0, None)
     state["mem"] = {k: v + 0.05 for k, v in p0.items()}
+    state["theta"] = {k: v - 0.05 for k, v in p0.items()}
     params, carry = algo.client_begin(p0, {}, state, ctx)
-    noise = algo.step_noise(None, ctx, p0)
-    before, _ = local_train(
-        algo, apply, params, carry, fed.x, fed.y, plan[:-1], 0.1, 0.9, 1e-2, noise=noise[:-1]
-    )
-    assert all(not v.any() for k, v in before.items() if k.startswith("env."))
-    after, _ = local_train(
-        algo, apply, params, carry, fed.x, fed.y, plan, 0.1, 0.9, 1e-2, noise=noise
-    )
-    message, _ = algo.client_end(p0, after, carry, state, ctx)
-    w = {k[2:]: v for k, v in before.items() if k.startswith("w.")}
-    theta = {k[5:]: v for k, v in before.items() if k.startswith("pers.")}
-    mu = {k: w[k] - algo.eta * (state["mem"][k] - theta[k]) for k in w}
+    assert set(params) == set(p0)
+    args = (fed.x, fed.y, plan[:-1], 0.1, 0.9, 1e-2)
+    w, mid, _ = local_train_carry(algo, apply, params, carry, *args)
+    assert all(not v.any() for v in carry["env"].values())
+    after, last, _ = local_train_carry(algo, apply, params, carry, *args[:2], plan, *args[3:])
+    message, new_state = algo.client_end(p0, after, last, state, ctx)
+    mu = {k: w[k] - algo.eta * (state["mem"][k] - mid["theta"][k]) for k in w}
     batch = Batch(fed.x[plan[-1]], fed.y[plan[-1]])
-    th = dict(w)  # code variant, meg: the prox loop starts at w
+    # code, meg: the prox loop starts at w; paper: at the previous step's θ_i.
+    th = dict(w) if variant == "code" else dict(mid["theta"])
     for _ in range(2):
         g = torch.func.grad(lambda q: algo.data_loss(apply, q, batch))(th)
         th = {k: th[k] - algo.alpha * (g[k] + 2.0 * (th[k] - mu[k])) for k in th}
     for k in p0:
         torch.testing.assert_close(message["envelope"][k], 2.0 * (mu[k] - th[k]), rtol=0, atol=1e-5)
+        torch.testing.assert_close(new_state["theta"][k], th[k], rtol=0, atol=1e-6)
+        assert torch.equal(new_state["mem"][k], after[k])
 
 
 @pytest.mark.parametrize(
