@@ -16,9 +16,9 @@ from fedbench.metrics.coherence import flatten_rows, gce
 
 VARIANTS = ("code", "paper")
 EVALS = ("code", "local")
-# Epoch-boundary updates of θ^f (code variant) and the final personalised model (paper variant)
-# are parameters that a single masked SGD step writes: see `write_term`.
-STEP, PERS = "fedstep", "pers."
+# Epoch-boundary updates of θ^f (code variant) are parameters that a single masked SGD step
+# writes: see `write_term`. (The paper variant's personalised model rides in the carry.)
+STEP = "fedstep"
 
 
 def write_term(slot: Params, value: Params, scale: float | torch.Tensor = 1.0) -> torch.Tensor:
@@ -64,6 +64,7 @@ class PFedMe(Algorithm):
     initialisation for a never-sampled client.
     `variant: paper` with `eval: local` and the squared prox also sends the envelope gradient
     λ(w_{i,R} - θ̃_{i,R}), and the server logs the sampled clients' GCE (pFedBreD Fig. 2).
+    The paper variant's θ̃ is a carry entry each step replaces (`carry_updates`), not a parameter.
     """
 
     name: ClassVar[str] = "pfedme"
@@ -102,6 +103,10 @@ class PFedMe(Algorithm):
         return self.train_all
 
     @property
+    def carry_updates(self) -> bool:
+        return self.variant == "paper"
+
+    @property
     def prox_form(self) -> str:
         """The proximal term's form after resolving `auto`."""
         if self.prox != "auto":
@@ -114,10 +119,9 @@ class PFedMe(Algorithm):
     def client_begin(self, global_params, server_state, client_state, ctx: ClientContext):
         carry = {"anchor": global_params, "lr": torch.tensor(ctx.lr, dtype=torch.float64)}
         if self.variant == "paper":
-            params = joined(FED, global_params)
-            if self.eval == "local":
-                params.update(joined(PERS, tree_zeros_like(global_params)))
-            return params, carry
+            if self.eval == "local":  # θ̃ of the client's last step (its last model before one)
+                carry["pers"] = client_state["local"]
+            return joined(FED, global_params), carry
         params = joined(LOC, global_params)
         for j in range(1, self._epochs(ctx)):
             params.update(joined(f"{STEP}{j}.", tree_zeros_like(global_params)))
@@ -131,9 +135,7 @@ class PFedMe(Algorithm):
     def step_noise(self, rng, ctx: ClientContext, global_params):
         # Which slot each step writes (deterministic, so `rng` is not used).
         if self.variant == "paper":
-            if self.eval != "local":
-                return None
-            return (torch.arange(ctx.num_steps) == ctx.num_steps - 1).float()
+            return None
         epochs = self._epochs(ctx)
         if epochs == 1:
             return None
@@ -191,17 +193,11 @@ class PFedMe(Algorithm):
             loss = self.data_loss(apply, theta, batch) + self.mu * prox_term(
                 w, theta, self.prox_form
             )
-        pers = split(params, PERS)
-        if pers:
-            target = {k: -v / carry["lr"] for k, v in theta.items()}
-            loss = loss + write_term(pers, target)
-        return loss
+        return loss, ({"pers": theta} if "pers" in carry else {})
 
     def update_mask(self, params, carry, noise):
         if noise is None:
             return None
-        if self.variant == "paper":
-            return {k: noise for k in params if k.startswith(PERS)}
         return {
             k: noise[int(k[len(STEP) :].split(".", 1)[0]) - 1] for k in params if k.startswith(STEP)
         }
@@ -209,7 +205,7 @@ class PFedMe(Algorithm):
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):
         if self.variant == "paper":
             fed = split(params, FED)
-            personal = split(params, PERS)
+            personal = carry.get("pers", {})
         else:
             personal, slots = split(params, LOC), step_slots(params)
             fed = {k: a + sum(s[k] for s in slots) for k, a in global_params.items()}

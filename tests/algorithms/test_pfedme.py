@@ -10,7 +10,7 @@ from fedbench.algorithms.pfedme import write_term
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import sgd_init, sgd_step
-from fedbench.engine.local import local_train
+from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
 
@@ -32,7 +32,8 @@ def _train_one_client(algo, tiny, epochs):
     state = algo.init_client_state(0, p0, None)
     params, carry = algo.client_begin(p0, {}, state, ctx)
     noise = algo.step_noise(None, ctx, p0)
-    params, _ = local_train(algo, apply, params, carry, fed.x, fed.y, plan, LR, MOM, WD, noise)
+    args = (fed.x, fed.y, plan, LR, MOM, WD, noise)
+    params, carry, _ = local_train_carry(algo, apply, params, carry, *args)
     message, state = algo.client_end(p0, params, carry, state, ctx)
     return plan, {k: p0[k] + d for k, d in message["delta"].items()}, state
 
@@ -161,7 +162,7 @@ def test_paper_envelope_gradient_by_hand():
     params, carry = algo.client_begin({"weight": torch.zeros(3)}, {}, {}, ctx)
     p = {k: v.clone().requires_grad_(True) for k, v in params.items()}
     batch = Batch(torch.zeros(2, 1), torch.tensor([0, 0]))
-    loss = algo.local_loss(lambda q, x: q["weight"].expand(len(x), -1), p, batch, carry, None)
+    loss, _ = algo.local_loss(lambda q, x: q["weight"].expand(len(x), -1), p, batch, carry, None)
     (g,) = torch.autograd.grad(loss, [p["fed.weight"]])
     torch.testing.assert_close(g, -2.0 * torch.tensor([1 / 3, -1 / 6, -1 / 6]))
 
@@ -179,15 +180,17 @@ def test_paper_envelope_sent_for_gce_by_hand():
     params, carry = algo.client_begin(g, {}, state, ctx)
     x, y, plan = torch.zeros(2, 1), torch.tensor([0, 0]), [torch.tensor([0, 1])]
     noise = algo.step_noise(None, ctx, g)
-    params, _ = local_train(algo, apply, params, carry, x, y, plan, 0.1, 0.0, 0.0, noise)
+    params, carry, _ = local_train_carry(
+        algo, apply, params, carry, x, y, plan, 0.1, 0.0, 0.0, noise
+    )
     message, _ = algo.client_end(g, params, carry, state, ctx)
     torch.testing.assert_close(
         message["envelope"]["weight"], torch.tensor([-8 / 15, 4 / 15, 4 / 15])
     )
-    # Without the personal slot (eval code) there is no θ̃ to send.
+    # Without a personal model (eval code) there is no θ̃ to send.
     plain = build_algorithm("pfedme", variant="paper", mu=2.0, inner_steps=1, inner_lr=0.5)
     params, carry = plain.client_begin(g, {}, {}, ctx)
-    params, _ = local_train(plain, apply, params, carry, x, y, plan, 0.1, 0.0, 0.0)
+    params, carry, _ = local_train_carry(plain, apply, params, carry, x, y, plan, 0.1, 0.0, 0.0)
     assert "envelope" not in plain.client_end(g, params, carry, {}, ctx)[0]
 
 
