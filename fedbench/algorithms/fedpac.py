@@ -21,14 +21,11 @@ from fedbench.algorithms.base import (
     State,
     masked_mean,
 )
-from fedbench.algorithms.pair import split
-from fedbench.algorithms.pfedme import write_term
 from fedbench.engine.functional import Apply, Params, weighted_mean
 from fedbench.metrics.objectives import objective_of
 
 PAC = "fedpac."  # the algorithm's own entries of a parameter dict (never passed to the network)
 HEADS = PAC + "heads."  # global dict: every client's personalised classifier, stacked [K, ...]
-PRE, POST = PAC + "pre.", PAC + "post."  # statistics accumulators of the two phases
 ALIGNS = ("mse", "sq")
 # The release zeroes combination weights below 1e-3 and renormalises (tools.get_head_agg_weight,
 # agg_classifier_weighted_p).
@@ -131,16 +128,15 @@ class FedPAC(Algorithm):
     client's data): V_i and h_i from the head phase, where θ is the received one (the release
     computes them with it over the training split, so a head phase of one epoch gives them
     exactly); the class sums from the body phase, each sample's features at its step (the release
-    recomputes them after training). The hooks accumulate them in parameter slots that plain SGD
-    moves by exactly the batch sums (`write_term`); a probe slot counting steps catches momentum
-    or weight decay, which would bias them, and is an error.
+    recomputes them after training). Each step adds its batch's sums to accumulators in the
+    carry (`carry_updates`), so the optimiser never touches them.
 
     Defaults (release: `--lam 1.0` with nn.MSELoss, i.e. `align: mse` = R_i / width; `sq` = the
     paper's squared norm; one classifier epoch, `head_epochs`, before the E feature-extractor
     epochs). Counting steps (pFedBreD's R = 20), the first `head_steps` steps (at most R - 1)
-    train the classifier. One lr and plain SGD (the statistics need it), not the release's
-    classifier lr 0.1, momentum 0.5 and weight decay 5e-4. `collaborate: false` keeps each
-    client's own classifier (no α).
+    train the classifier. One lr for both phases, not the release's classifier lr 0.1; momentum
+    and weight decay as the run sets them (release: 0.5 and 5e-4; a part's momentum buffer is
+    frozen with the part). `collaborate: false` keeps each client's own classifier (no α).
     Protocols: `personal` = global θ with the client's classifier; "global" = the averaged model.
     """
 
@@ -156,6 +152,7 @@ class FedPAC(Algorithm):
     head_epochs: int = 1
     head_steps: int = 0  # 0 = unset; required when training counts steps
     collaborate: bool = True
+    carry_updates: ClassVar[bool] = True
 
     def __post_init__(self):
         checks = {
@@ -207,22 +204,14 @@ class FedPAC(Algorithm):
         params = self.merged(global_params, ctx.client_id)
         w = params[classifier_keys(params)[0]]
         c = w.shape[0]
-        slots = {
-            PRE + "sum": torch.zeros_like(w),
-            PRE + "sq": w.new_zeros(c),
-            PRE + "cnt": w.new_zeros(c),
-            POST + "sum": torch.zeros_like(w),
-            POST + "cnt": w.new_zeros(c),
-            # Float64 step counters: any drift from the step count is the optimiser's, not rounding.
-            PRE + "probe": torch.zeros((), dtype=torch.float64, device=w.device),
-            POST + "probe": torch.zeros((), dtype=torch.float64, device=w.device),
-        }
         carry = {
-            "lr": torch.tensor(ctx.lr, dtype=torch.float64),
             "centroids": server_state["centroids"],
             "has": server_state["has"],
+            # Statistics of the classifier phase (pre) and the extractor phase (post).
+            "pre": {"sum": torch.zeros_like(w), "sq": w.new_zeros(c), "cnt": w.new_zeros(c)},
+            "post": {"sum": torch.zeros_like(w), "cnt": w.new_zeros(c)},
         }
-        return {**params, **slots}, carry
+        return params, carry
 
     def phases(self, ctx: ClientContext) -> torch.Tensor:
         """Per step: 0 = classifier phase (extractor frozen), 1 = feature-extractor phase."""
@@ -247,50 +236,36 @@ class FedPAC(Algorithm):
     def update_mask(self, params, carry, noise):
         cls = classifier_keys(params)
         head = 1 - noise
-        return {k: head if k in cls or k.startswith(PRE) else noise for k in params}
+        return {k: head if k in cls else noise for k in params}
 
     def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
-        model = {k: v for k, v in params.items() if not k.startswith(PAC)}
-        layer = classifier_keys(model)[0][: -len(".weight")]
-        f, logits = features_and_logits(apply, layer, model, batch.x)
+        layer = classifier_keys(params)[0][: -len(".weight")]
+        f, logits = features_and_logits(apply, layer, params, batch.x)
         data = objective_of(apply).batch_loss(logits, batch)  # the run's objective (CE)
         r = alignment(f, batch.y, carry["centroids"], carry["has"], batch.mask, self.align == "mse")
         loss = data + noise * self.lam * r
-        # Statistics of this batch's real samples; the masked phase's slots stay as they are.
-        classes = torch.arange(model[layer + ".weight"].shape[0], device=batch.y.device)
+        # Statistics of this batch's real samples, added to the accumulators of its phase.
+        classes = torch.arange(params[layer + ".weight"].shape[0], device=batch.y.device)
         onehot = (batch.y[:, None] == classes).to(f.dtype)
         if batch.mask is not None:
             onehot = onehot * batch.mask[:, None]
         fd = f.detach()
         sums, cnt = onehot.T @ fd, onehot.sum(0)
-        inc = -1.0 / carry["lr"]  # gradient -inc/lr: the SGD step adds the batch's value
-        loss = loss + write_term(
-            {k: params[PRE + k] for k in ("sum", "sq", "cnt")},
-            {"sum": sums, "sq": onehot.T @ (fd * fd).sum(-1), "cnt": cnt},
-            inc.to(f.dtype),
-        )
-        loss = loss + write_term(
-            {k: params[POST + k] for k in ("sum", "cnt")},
-            {"sum": sums, "cnt": cnt},
-            inc.to(f.dtype),
-        )
-        probes = params[PRE + "probe"] + params[POST + "probe"]
-        return loss + ((probes - probes.detach()) * inc).to(loss.dtype)
+        batch_stats = {"sum": sums, "sq": onehot.T @ (fd * fd).sum(-1), "cnt": cnt}
+        pre, post, head = carry["pre"], carry["post"], 1 - noise
+        updates = {
+            "pre": {k: v + head * batch_stats[k] for k, v in pre.items()},
+            "post": {k: v + noise * batch_stats[k] for k, v in post.items()},
+        }
+        return loss, updates
 
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):
-        phases = self.phases(ctx)
-        for prefix, expected in ((PRE, float((phases == 0).sum())), (POST, float(phases.sum()))):
-            if abs(float(params[prefix + "probe"]) - expected) > 1e-6 * max(expected, 1.0):
-                raise ValueError(
-                    "fedpac: its statistics need plain SGD; set training.momentum and "
-                    "training.weight_decay to 0"
-                )
-        pre, post = split(params, PRE), split(params, POST)
+        pre, post = carry["pre"], carry["post"]
         n = pre["cnt"].sum().clamp(min=1)
         # V_i = (1/n_i) [Σ_k p_k E||f||²_k - Σ_k p_k² ||μ_k||²] (release's statistics_extraction).
         var = (pre["sq"].sum() / n - (pre["sum"] ** 2).sum() / n**2) / max(ctx.num_train, 1)
         # Copies: an executor's trained tensors may be views of its stacked buffers.
-        model = {k: t.clone() for k, t in params.items() if not k.startswith(PAC)}
+        model = {k: t.clone() for k, t in params.items()}
         message = {
             "model": model,
             "weight": float(ctx.num_train),

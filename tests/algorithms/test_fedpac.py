@@ -16,7 +16,7 @@ from fedbench.algorithms.fedpac import (
 )
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
-from fedbench.engine.local import local_train
+from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
 
@@ -109,9 +109,11 @@ def test_simplex_qp_closed_forms():
     assert simplex_qp(np.array([[3.0]])).tolist() == [1.0]
 
 
-def test_statistics_are_exact_over_a_head_epoch(tiny):
+@pytest.mark.parametrize("momentum, weight_decay", [(0.0, 0.0), (0.9, 1e-2)])
+def test_statistics_are_exact_over_a_head_epoch(momentum, weight_decay, tiny):
     # One classifier epoch sees every training sample once with the received extractor: V and h
-    # equal the release's statistics over the whole training split.
+    # equal the release's statistics over the whole training split. The statistics ride in the
+    # carry, so momentum and weight decay (which move the models) leave them exact.
     fed, apply, p0 = tiny
     algo = build_algorithm("fedpac")
     net = algo.model(apply)
@@ -122,7 +124,9 @@ def test_statistics_are_exact_over_a_head_epoch(tiny):
     ctx = ClientContext(0, 1, 0.1, 3, len(idx), num_steps=len(plan), steps_per_epoch=3)
     params, carry = algo.client_begin(glob, server, algo.init_client_state(0, glob, None), ctx)
     noise = algo.step_noise(None, ctx, glob)
-    out, _ = local_train(algo, net, params, carry, fed.x, fed.y, plan, 0.1, 0.0, 0.0, noise)
+    args = (fed.x, fed.y, plan, 0.1, momentum, weight_decay, noise)
+    out, carry, _ = local_train_carry(algo, net, params, carry, *args)
+    assert not torch.equal(out["body.1.weight"], p0["body.1.weight"])
     msg, _ = algo.client_end(glob, out, carry, {"id": 0}, ctx)
     with torch.no_grad():
         f, _ = features_and_logits(net, "head", p0, fed.x[idx])
@@ -171,12 +175,16 @@ def test_aggregate_by_hand():
     assert torch.equal(new[HEADS + "head.weight"][0], torch.zeros(2, 2))  # not sampled
 
 
-def test_executors_agree(tiny):
+@pytest.mark.parametrize("momentum, weight_decay", [(0.0, 0.0), (0.5, 5e-4)])
+def test_executors_agree(momentum, weight_decay, tiny):
     fed = tiny[0]
     fed.train[1] = fed.train[1][:5]
     fed.train[2] = fed.train[2][:2]
     algo = build_algorithm("fedpac", lam=1.0, align="sq")
-    seq, vec = (_run(algo, tiny, epochs=2, m=3, executor=ex) for ex in ("sequential", "vectorised"))
+    opt = dict(momentum=momentum, weight_decay=weight_decay)
+    seq, vec = (
+        _run(algo, tiny, epochs=2, m=3, executor=ex, **opt) for ex in ("sequential", "vectorised")
+    )
     for k, v in seq.global_params.items():
         assert (v - vec.global_params[k]).abs().max().item() <= 1e-5, k
     for a, b in zip(seq.records, vec.records):
@@ -193,12 +201,6 @@ def test_steps_mode_uses_head_steps(tiny):
     assert algo.step_noise(None, ctx, {}).tolist() == [0, 0, 1, 1, 1]
     out = _run(algo, tiny, epochs=None, rounds=2, local_steps=5)
     assert out.status == "ok"
-
-
-def test_momentum_or_weight_decay_is_an_error(tiny):
-    for cfg in ({"momentum": 0.9}, {"weight_decay": 1e-2}):
-        with pytest.raises(ValueError, match="plain SGD"):
-            _run(build_algorithm("fedpac"), tiny, epochs=1, rounds=1, **cfg)
 
 
 @pytest.mark.parametrize(

@@ -32,12 +32,10 @@ PARAMS = {
     # code well-conditioned.
     "pfedbayes": {"rho_init": 0.0},
 }
-# Training settings an algorithm needs: AAggFF-S is defined for full participation only;
-# FedPAC's feature statistics ride in SGD-written slots, so it refuses momentum / weight decay.
+# Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {
     "aaggff_s": {"clients_per_round": 4},
     "aaggff_s_prox": {"clients_per_round": 4},
-    "fedpac": {"momentum": 0.0, "weight_decay": 0.0},
 }
 
 
