@@ -1,0 +1,33 @@
+"""One pFedBreD round on its MNIST DNN (784-100-10) with K = 100 clients that all train
+(train_all, the release), R = 20 local steps of B = 20: the engine's heaviest per-step objective
+(prior, K prox steps, envelope; FT adds one gradient), under the vectorised executor (the one
+`auto` picks for this model)."""
+
+import pytest
+from bench_lib import NUM_CLASSES, federation
+
+from fedbench.algorithms import build_algorithm
+from fedbench.engine.config import TrainConfig
+from fedbench.engine.functional import make_apply, params_of
+from fedbench.engine.loop import run_rounds
+from fedbench.models import build_model
+from fedbench.rng import Streams
+
+SHAPE = (1, 28, 28)
+CLIENTS = 100
+
+
+@pytest.mark.parametrize("ft", [False, True])
+def test_pfedbred_round(benchmark, ft):
+    fed = federation(CLIENTS, per_client=100, shape=SHAPE)
+    model = build_model("pfedbred_dnn", SHAPE, NUM_CLASSES, init_seed=0)
+    apply, p0 = make_apply(model), params_of(model)
+    cfg = TrainConfig(rounds=1, batch_size=20, lr=0.01, local_steps=20, clients_per_round=20)
+    algo = build_algorithm("pfedbred", ft=ft)
+    benchmark.extra_info.update(
+        kind="pfedbred_round", executor="vectorised", ft=ft, clients=CLIENTS, steps=20
+    )
+    benchmark.pedantic(
+        run_rounds, (algo, apply, fed, cfg, Streams(0), p0), {"executor": "vectorised"},
+        rounds=3, warmup_rounds=1,
+    )  # fmt: skip
