@@ -26,12 +26,16 @@ TIME_PER_ALGORITHM = 0.5  # seconds of timed rounds (at least 3)
 def test_algorithm_step(benchmark, name):
     fed = federation(1, per_client=BATCH, shape=SHAPE)
     model = build_model("pfedbred_dnn", SHAPE, NUM_CLASSES, init_seed=0)
-    apply, g = make_apply(model), params_of(model)
     algo = build_algorithm(name)
+    init = params_of(model)
     gen = torch.Generator().manual_seed(0)
 
     def fresh():
-        return {k: 0.1 * torch.randn(v.shape, generator=gen) for k, v in g.items()}
+        return {k: 0.1 * torch.randn(v.shape, generator=gen) for k, v in init.items()}
+
+    # As the engine starts a run: the algorithm's own network and round-1 global parameters.
+    apply = algo.model(make_apply(model))
+    g = algo.init_global(init, lambda i: fresh(), torch.Generator().manual_seed(2), 1)
 
     ctx = ClientContext(
         0, 1, 0.01, 10, num_train=BATCH, num_steps=1, steps_per_epoch=1, pre_loss=1.0
