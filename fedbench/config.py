@@ -495,13 +495,29 @@ def resolve_run(
         "partition": {"name": partition, **resolve_partition(catalog, partition, scale)},
         "model": resolve_model(catalog, model, scale),
         "algorithm": {"name": algorithm, "algorithm": a["algorithm"], "params": _algo_params(a)},
-        "training": _check_participants(
-            resolve_training(catalog, dataset, partition, model, algorithm, scale),
-            resolve_partition(catalog, partition, scale),
-            partition,
-            scale,
+        "training": _check_objective(
+            _check_participants(
+                resolve_training(catalog, dataset, partition, model, algorithm, scale),
+                resolve_partition(catalog, partition, scale),
+                partition,
+                scale,
+            ),
+            algorithm,
+            a["algorithm"],
         ),
     }
+
+
+def _check_objective(training: dict, name: str, kind: str) -> dict[str, Any]:
+    """The run's training.objective must be one its algorithm is defined for."""
+    allowed = ALGORITHMS[kind].objectives
+    objective = training.get("objective", "cross_entropy")
+    if allowed is not None and objective not in allowed:
+        raise ConfigError(
+            f"training.objective: {objective!r} is not defined for algorithm {name!r} "
+            f"({kind}); valid: {list(allowed)}"
+        )
+    return training
 
 
 def _check_participants(training: dict, part: dict, name: str, scale: str) -> dict[str, Any]:

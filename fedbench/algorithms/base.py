@@ -94,6 +94,9 @@ class Algorithm:
     # step keeps its carry); the vectorised layer-chain kernels never run such an algorithm.
     # May be a property when it depends on a field (pFedMe's variant).
     carry_updates: ClassVar[bool] = False
+    # The training objectives (`training.objective`) the algorithm is defined for; None = any
+    # (every algorithm whose losses go through `data_loss` / the bound objective).
+    objectives: ClassVar[tuple[str, ...] | None] = None
 
     def model(self, apply: Apply) -> Apply:
         """The network over this algorithm's parameter dicts, which the engine trains and

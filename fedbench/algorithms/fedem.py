@@ -68,6 +68,8 @@ class FedEM(Algorithm):
     defaults_from: ClassVar[str | None] = (
         "FedEM (Marfoq et al., NeurIPS 2021), §5 / App. I: M = 3 components"
     )
+    # Its E-step and mixture are likelihoods of each component's softmax: cross-entropy only.
+    objectives: ClassVar[tuple[str, ...] | None] = ("cross_entropy",)
     components: int = 3
 
     def __post_init__(self):

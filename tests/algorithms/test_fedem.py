@@ -112,3 +112,26 @@ def test_sequential_and_vectorised_agree(tiny):
         assert a["summary"]["personal"]["top1"] == pytest.approx(
             b["summary"]["personal"]["top1"], abs=1e-4
         )
+
+
+def test_fedem_refuses_other_objectives_naming_the_key(tiny):
+    """Its E-step and mixture are softmax likelihoods: a non-CE objective is an error, not a
+    silently ignored setting, both at run start and when the workflow resolves a run."""
+    import dataclasses
+
+    from fedbench.config import ConfigError, load_catalog, resolve_run
+
+    fed, apply, p0 = tiny
+    algo = build_algorithm("fedem", components=2)
+    assert algo.objectives == ("cross_entropy",)
+    with pytest.raises(ValueError, match=r"training\.objective.*'bce_logit'.*fedem"):
+        run_rounds(
+            algo, apply, fed, dataclasses.replace(CFG, objective="bce_logit"), Streams(3), p0
+        )
+    # The catalog: FedEM on a dataset whose runs train with bce_logit fails naming both.
+    catalog = load_catalog("config/config.yaml")
+    catalog["algorithms"]["fedem-test"] = {"algorithm": "fedem"}
+    cell = ("smoke", "aaggff-heart", "aaggff-natural-silo", "aaggff-logreg")
+    assert resolve_run(catalog, *cell, "fedavg", 0)["training"]["objective"] == "bce_logit"
+    with pytest.raises(ConfigError, match=r"training\.objective.*'bce_logit'.*fedem-test"):
+        resolve_run(catalog, *cell, "fedem-test", 0)
