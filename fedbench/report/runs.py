@@ -94,7 +94,9 @@ def write_partial_table(paper: str, table: str, scale: str | None, config: str, 
     scale = resolve_scale(grid, scale)
     spec = table_spec(grid, table, catalog, scale)
     done = {k: [p for p in v if (Path(p) / "run.yaml").exists()] for k, v in spec.cells.items()}
-    finished, total = sum(map(len, done.values())), sum(map(len, spec.cells.values()))
+    # Distinct runs: two rows may read one run (e.g. a release reading that equals another's +FT).
+    total = len({str(p) for v in spec.cells.values() for p in v})
+    finished = len({str(p) for v in done.values() for p in v})
     notes = list(spec.notes)
     if finished < total:
         notes.append(

@@ -60,3 +60,18 @@ def test_cli_table_out_builds_the_table_from_the_finished_runs(tmp_path, monkeyp
     assert "(n=2)" in body[1] and body[1].count("—") >= 2
     assert all("(n=" not in line for line in body[2:])
     assert {p.suffix for p in tmp_path.glob("partial.*")} == {".md", ".tex", ".csv"}
+
+
+def test_partial_table_counts_a_run_shared_by_two_rows_once(tmp_path, monkeypatch):
+    """pFedBreD's Fashion-MNIST table reads pfb-perfedavg in two rows (the release's +FT and the
+    paper's 2-step P): 13 + 3 rows x 2 columns x 5 seeds = 160 cells' runs, 150 distinct."""
+    from pathlib import Path
+
+    from fedbench.report.runs import table_run_dirs, write_partial_table
+
+    config = str(Path(__file__).resolve().parents[2] / "config" / "config.yaml")
+    monkeypatch.chdir(tmp_path)  # no runs here
+    dirs, _ = table_run_dirs("pfedbred", "table1_2_fmnist", None, config)
+    assert len(dirs) == 160 and len(set(map(str, dirs))) == 150
+    assert write_partial_table("pfedbred", "table1_2_fmnist", None, config, "t") == (0, 150)
+    assert "PARTIAL: built from the 0 of 150 runs" in Path("t.md").read_text()
