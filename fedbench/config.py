@@ -510,13 +510,12 @@ def resolve_run(
 
 def _check_objective(training: dict, name: str, kind: str) -> dict[str, Any]:
     """The run's training.objective must be one its algorithm is defined for."""
-    allowed = ALGORITHMS[kind].objectives
-    objective = training.get("objective", "cross_entropy")
-    if allowed is not None and objective not in allowed:
-        raise ConfigError(
-            f"training.objective: {objective!r} is not defined for algorithm {name!r} "
-            f"({kind}); valid: {list(allowed)}"
+    try:
+        ALGORITHMS[kind].check_objective(
+            training.get("objective", "cross_entropy"), f"algorithm {name!r} ({kind})"
         )
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
     return training
 
 

@@ -98,6 +98,15 @@ class Algorithm:
     # (every algorithm whose losses go through `data_loss` / the bound objective).
     objectives: ClassVar[tuple[str, ...] | None] = None
 
+    @classmethod
+    def check_objective(cls, objective: str, who: str | None = None) -> None:
+        """ValueError naming `training.objective` when the algorithm is not defined for it."""
+        if cls.objectives is not None and objective not in cls.objectives:
+            raise ValueError(
+                f"training.objective: {objective!r} is not defined for {who or cls.name}; "
+                f"valid: {list(cls.objectives)}"
+            )
+
     def model(self, apply: Apply) -> Apply:
         """The network over this algorithm's parameter dicts, which the engine trains and
         evaluates (FedEM's mixture of M copies; pFedBayes' posterior mean); FedAvg: `apply`."""

@@ -259,11 +259,7 @@ def run_rounds(
         return fresh
 
     objective = build_objective(cfg.objective)
-    if algo.objectives is not None and objective.name not in algo.objectives:
-        raise ValueError(
-            f"training.objective: {objective.name!r} is not defined for {algo.name}; "
-            f"valid: {list(algo.objectives)}"
-        )
+    algo.check_objective(objective.name)
     apply = algo.model(apply)
     if objective.name != CROSS_ENTROPY.name:  # the default stays the bare apply
         apply = with_objective(apply, objective)
