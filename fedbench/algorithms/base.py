@@ -92,7 +92,7 @@ class Algorithm:
     # lives there instead of in zero parameters written by SGD, so momentum and weight decay
     # never touch it. Both executors apply it alike (a vectorised client without a batch at a
     # step keeps its carry); the vectorised layer-chain kernels never run such an algorithm.
-    # May be a property when it depends on a field (pFedMe's variant).
+    # May be a property when it depends on a field.
     carry_updates: ClassVar[bool] = False
     # The training objectives (`training.objective`) the algorithm is defined for; None = any
     # (every algorithm whose losses go through `data_loss` / the bound objective).

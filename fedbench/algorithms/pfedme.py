@@ -11,33 +11,21 @@ from torch.func import grad
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
 from fedbench.algorithms.pair import FED, LOC, joined, split
-from fedbench.engine.functional import Apply, Params, tree_sub, tree_zeros_like, weighted_mean
+from fedbench.engine.functional import Apply, Params, tree_sub, weighted_mean
 from fedbench.metrics.coherence import flatten_rows, gce
 
 VARIANTS = ("code", "paper")
 EVALS = ("code", "local")
-# Epoch-boundary updates of θ^f (code variant) are parameters that a single masked SGD step
-# writes: see `write_term`. (The paper variant's personalised model rides in the carry.)
-STEP = "fedstep"
 
 
-def write_term(slot: Params, value: Params, scale: float | torch.Tensor = 1.0) -> torch.Tensor:
-    """A loss term with value 0 whose gradient w.r.t. `slot` is `scale * value` (held constant).
+def write_term(params: Params, value: Params, scale: float | torch.Tensor = 1.0) -> torch.Tensor:
+    """A loss term with value 0 whose gradient w.r.t. `params` is `scale * value` (held constant).
 
-    The engine has no per-epoch hook, so a quantity that must survive later steps is written into
-    a zero parameter by the only step that leaves it unmasked: with a zero weight and an empty
-    momentum buffer, SGD's update is exactly -lr * gradient, weight decay and momentum included
-    (they act on zero), and the mask keeps it frozen before and after. One dot product per
-    tensor (d - d.detach() is 0 with gradient `value`): these terms run every local step.
+    Sets a parameter's gradient directly (the paper variant's λ (w - θ̃), pFedBreD's ∇F_i):
+    one dot product per tensor (d - d.detach() is 0 with gradient `value`).
     """
-    d = sum(slot[k].reshape(-1) @ value[k].detach().reshape(-1) for k in slot)
+    d = sum(params[k].reshape(-1) @ value[k].detach().reshape(-1) for k in params)
     return (d - d.detach()) * scale
-
-
-def step_slots(params: Params) -> list[Params]:
-    """The epoch-boundary slots fedstep1.*, fedstep2.*, ... of a parameter dict."""
-    count = len({k.split(".", 1)[0] for k in params if k.startswith(STEP)})
-    return [split(params, f"{STEP}{j}.") for j in range(1, count + 1)]
 
 
 @dataclass(frozen=True)
@@ -64,12 +52,15 @@ class PFedMe(Algorithm):
     initialisation for a never-sampled client.
     `variant: paper` with `eval: local` and the squared prox also sends the envelope gradient
     λ(w_{i,R} - θ̃_{i,R}), and the server logs the sampled clients' GCE (pFedBreD Fig. 2).
-    The paper variant's θ̃ is a carry entry each step replaces (`carry_updates`), not a parameter.
+    Both variants keep what a step computes for later steps in the carry (`carry_updates`), not
+    in parameters: the code variant's θ^f (replaced at the first step of each epoch after the
+    first), the paper variant's θ̃ (replaced every step).
     """
 
     name: ClassVar[str] = "pfedme"
     personal_protocols: ClassVar[tuple[str, ...]] = ("personal",)
     server_scalars: ClassVar[tuple[str, ...]] = ("gce", "gce_all")
+    carry_updates: ClassVar[bool] = True
     mu: float = 15.0
     variant: str = "code"
     eval: str = "code"
@@ -103,10 +94,6 @@ class PFedMe(Algorithm):
         return self.train_all
 
     @property
-    def carry_updates(self) -> bool:
-        return self.variant == "paper"
-
-    @property
     def prox_form(self) -> str:
         """The proximal term's form after resolving `auto`."""
         if self.prox != "auto":
@@ -117,15 +104,14 @@ class PFedMe(Algorithm):
         return {"local": dict(global_params)} if self.eval == "local" else {}
 
     def client_begin(self, global_params, server_state, client_state, ctx: ClientContext):
-        carry = {"anchor": global_params, "lr": torch.tensor(ctx.lr, dtype=torch.float64)}
         if self.variant == "paper":
+            carry = {}
             if self.eval == "local":  # θ̃ of the client's last step (its last model before one)
                 carry["pers"] = client_state["local"]
             return joined(FED, global_params), carry
-        params = joined(LOC, global_params)
-        for j in range(1, self._epochs(ctx)):
-            params.update(joined(f"{STEP}{j}.", tree_zeros_like(global_params)))
-        return params, carry
+        self._epochs(ctx)  # θ^f's schedule needs epochs: fail here, before any step
+        carry = {"fed": global_params, "lr": torch.tensor(ctx.lr, dtype=torch.float64)}
+        return joined(LOC, global_params), carry
 
     def _epochs(self, ctx: ClientContext) -> int:
         if ctx.num_steps and not ctx.steps_per_epoch:
@@ -133,7 +119,7 @@ class PFedMe(Algorithm):
         return ctx.num_steps // ctx.steps_per_epoch if ctx.steps_per_epoch else 1
 
     def step_noise(self, rng, ctx: ClientContext, global_params):
-        # Which slot each step writes (deterministic, so `rng` is not used).
+        # Which steps update θ^f first (deterministic, so `rng` is not used).
         if self.variant == "paper":
             return None
         epochs = self._epochs(ctx)
@@ -141,23 +127,20 @@ class PFedMe(Algorithm):
             return None
         steps = torch.arange(ctx.num_steps).unsqueeze(1)
         starts = torch.arange(1, epochs) * ctx.steps_per_epoch
-        return (steps == starts).float()  # [steps, E - 1]: the first step of epochs 2..E
+        return (steps == starts).any(1).float()  # [steps]: 1 at the first step of epochs 2..E
 
     def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
         if self.variant == "paper":
             return self._paper_loss(apply, params, batch, carry, noise)
-        loc, slots = split(params, LOC), step_slots(params)
-        fed = {k: a + sum(s[k] for s in slots) for k, a in carry["anchor"].items()}
+        loc, fed = split(params, LOC), carry["fed"]
         loss = self.data_loss(apply, loc, batch)
-        if slots:
-            # θ^f's update at the end of the previous epoch (taken from θ^l before this step),
-            # written into this epoch's slot and already used as the prox target of this step.
-            pull = {k: self.mu * (fed[k] - loc[k]).detach() for k in fed}
-            write = noise.sum()
-            fed = {k: fed[k] - write * carry["lr"] * pull[k] for k in fed}
-            loss = loss + sum(write_term(s, pull) for s in slots)
-        fed = {k: v.detach() for k, v in fed.items()}
-        return loss + self.mu * prox_term(loc, fed, self.prox_form)
+        if noise is None:  # one epoch: θ^f stays the global model until client_end
+            return loss + self.mu * prox_term(loc, fed, self.prox_form), {}
+        # At the first step of epochs 2..E (noise = 1), θ^f's update at the end of the previous
+        # epoch (from θ^l before this step), already this step's prox target; elsewhere a no-op.
+        pull = {k: self.mu * (fed[k] - loc[k]).detach() for k in fed}
+        fed = {k: (fed[k] - noise * carry["lr"] * pull[k]).detach() for k in fed}
+        return loss + self.mu * prox_term(loc, fed, self.prox_form), {"fed": fed}
 
     def _paper_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
         w = split(params, FED)
@@ -195,22 +178,15 @@ class PFedMe(Algorithm):
             )
         return loss, ({"pers": theta} if "pers" in carry else {})
 
-    def update_mask(self, params, carry, noise):
-        if noise is None:
-            return None
-        return {
-            k: noise[int(k[len(STEP) :].split(".", 1)[0]) - 1] for k in params if k.startswith(STEP)
-        }
-
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):
         if self.variant == "paper":
             fed = split(params, FED)
             personal = carry.get("pers", {})
         else:
-            personal, slots = split(params, LOC), step_slots(params)
-            fed = {k: a + sum(s[k] for s in slots) for k, a in global_params.items()}
-            # The last epoch's update of θ^f, after the final step.
-            fed = {k: v - ctx.lr * self.mu * (v - personal[k]) for k, v in fed.items()}
+            personal = split(params, LOC)
+            # The last epoch's update of θ^f (the carry's, after the earlier epochs'), after the
+            # final step.
+            fed = {k: v - ctx.lr * self.mu * (v - personal[k]) for k, v in carry["fed"].items()}
         message = {"delta": tree_sub(fed, global_params), "weight": float(ctx.num_train)}
         if self.variant == "paper" and personal and self.prox_form == "squared":
             # ∇F_i(w) = λ(w - θ̃) (eq. 2's envelope), at the final w and last step's θ̃.

@@ -1,4 +1,4 @@
-"""pFedMe: both variants against literal loops of their descriptions; μ = 0 and the write slots."""
+"""pFedMe: both variants against literal loops of their descriptions; μ = 0; θ^f in the carry."""
 
 import pytest
 import torch
@@ -95,47 +95,86 @@ def test_mu0_global_frozen_and_local_models_are_fedavg_clients(tiny):
         torch.testing.assert_close(mean_local, b.global_params[k], rtol=0, atol=1e-6)
 
 
-def test_write_slot_takes_exactly_one_plain_step():
-    # A zero slot with an empty momentum buffer: the unmasked step moves it by -lr * value
-    # whatever the momentum and weight decay; masked steps leave it (and its buffer) alone.
-    slot = {"s": torch.zeros(2, requires_grad=True)}
-    value = {"s": torch.tensor([1.5, -2.0])}
-    loss = write_term(slot, value)
+def test_write_term_is_zero_with_the_given_gradient():
+    # The paper variant's (and pFedBreD's) way to set a parameter's gradient: value 0, gradient
+    # scale * value, value held constant.
+    slot = {"s": torch.zeros(2, requires_grad=True), "t": torch.ones(1, requires_grad=True)}
+    value = {"s": torch.tensor([1.5, -2.0]), "t": torch.tensor([4.0])}
+    loss = write_term(slot, value, 0.5)
     assert loss.item() == 0.0
-    (g,) = torch.autograd.grad(loss, [slot["s"]])
-    p, buf = {"s": torch.zeros(2)}, {"s": torch.zeros(2)}
-    p, buf = sgd_step(p, {"s": g}, buf, 0.1, 0.9, 0.5, {"s": torch.tensor(1.0)})
-    torch.testing.assert_close(p["s"], torch.tensor([-0.15, 0.2]))
-    before = p["s"].clone()
-    p, buf = sgd_step(p, {"s": torch.ones(2)}, buf, 0.1, 0.9, 0.5, {"s": torch.tensor(0.0)})
-    assert torch.equal(p["s"], before)
+    gs, gt = torch.autograd.grad(loss, [slot["s"], slot["t"]])
+    torch.testing.assert_close(gs, torch.tensor([0.75, -1.0]))
+    torch.testing.assert_close(gt, torch.tensor([2.0]))
 
 
-def test_slot_schedule_and_final_update_by_hand():
+def test_code_schedule_carry_and_final_update_by_hand():
     algo = build_algorithm("pfedme", mu=2.0)
+    assert algo.carry_updates
     ctx = ClientContext(0, 1, 0.1, 3, num_train=4, num_steps=6, steps_per_epoch=2)
-    # Three epochs of two steps: slot 1 written at step 2, slot 2 at step 4.
-    assert algo.step_noise(None, ctx, {}).tolist() == [
-        [0, 0],
-        [0, 0],
-        [1, 0],
-        [0, 0],
-        [0, 1],
-        [0, 0],
-    ]
+    # Three epochs of two steps: θ^f is updated first at step 2 (epoch 2) and step 4 (epoch 3).
+    assert algo.step_noise(None, ctx, {}).tolist() == [0, 0, 1, 0, 1, 0]
+    one = ClientContext(0, 1, 0.1, 3, num_train=4, num_steps=2, steps_per_epoch=2)
+    assert algo.step_noise(None, one, {}) is None
     g = {"weight": torch.tensor([1.0, 1.0])}
     params, carry = algo.client_begin(g, {}, {}, ctx)
-    assert sorted(params) == ["fedstep1.weight", "fedstep2.weight", "loc.weight"]
-    trained = {
-        "loc.weight": torch.tensor([3.0, 0.0]),
-        "fedstep1.weight": torch.tensor([0.5, 0.0]),
-        "fedstep2.weight": torch.tensor([0.0, -0.5]),
-    }
-    message, state = algo.client_end(g, trained, carry, {}, ctx)
-    # θ^f = (1, 1) + (0.5, 0) + (0, -0.5) = (1.5, 0.5); last epoch: θ^f - 0.1 * 2 * (θ^f - θ^l)
-    # = (1.5, 0.5) - 0.2 * (-1.5, 0.5) = (1.8, 0.4); delta = (0.8, -0.6).
-    torch.testing.assert_close(message["delta"]["weight"], torch.tensor([0.8, -0.6]))
+    assert sorted(params) == ["loc.weight"] and sorted(carry) == ["fed", "lr"]
+    assert carry["fed"]["weight"] is g["weight"]
+    # Logits = the weight; one sample of label 0 (the data term plays no part in θ^f).
+    apply = lambda q, x: q["weight"].expand(len(x), -1)  # noqa: E731
+    batch = Batch(torch.zeros(1, 1), torch.tensor([0]))
+    carry = {**carry, "fed": {"weight": torch.tensor([1.5, 0.5])}}
+    loc = {"loc.weight": torch.tensor([3.0, 0.0], requires_grad=True)}
+    # A step inside an epoch: θ^f unchanged; the prox pulls θ^l towards it.
+    loss, new = algo.local_loss(apply, loc, batch, carry, torch.tensor(0.0))
+    assert torch.equal(new["fed"]["weight"], torch.tensor([1.5, 0.5]))
+    # The first step of an epoch: θ^f - lr * mu * (θ^f - θ^l) = (1.5, 0.5) - 0.2 * (-1.5, 0.5)
+    # = (1.8, 0.4), already this step's prox target: the unsquared norm's gradient is
+    # mu * (θ^l - θ^f) / ||θ^l - θ^f|| = 2 * (1.2, -0.4) / sqrt(1.6).
+    loss, new = algo.local_loss(apply, loc, batch, carry, torch.tensor(1.0))
+    torch.testing.assert_close(new["fed"]["weight"], torch.tensor([1.8, 0.4]))
+    assert not new["fed"]["weight"].requires_grad
+    (grad,) = torch.autograd.grad(loss, [loc["loc.weight"]])
+    data = torch.softmax(torch.tensor([3.0, 0.0]), 0) - torch.tensor([1.0, 0.0])
+    torch.testing.assert_close(grad, data + 2.0 * torch.tensor([1.2, -0.4]) / 1.6**0.5)
+    # client_end: the last epoch's update from the carry's θ^f; θ^l = (3, 0):
+    # (1.8, 0.4) - 0.2 * (-1.2, 0.4) = (2.04, 0.32); delta = (1.04, -0.68).
+    trained = {"loc.weight": torch.tensor([3.0, 0.0])}
+    message, state = algo.client_end(g, trained, {**carry, **new}, {}, ctx)
+    torch.testing.assert_close(message["delta"]["weight"], torch.tensor([1.04, -0.68]))
     assert state == {}
+
+
+@pytest.mark.parametrize("executor", ["sequential", "vectorised"])
+def test_code_variant_round_equals_literal_description(executor, tiny):
+    # One round of E = 3 epochs, every client, uneven sizes (3, 2 and 1 steps per epoch, short
+    # last batches), momentum and weight decay: each client's θ^f by the literal description,
+    # the new global model their n-weighted mean; θ^l is each client's personal model.
+    fed, apply, p0 = tiny
+    fed.train[1], fed.train[2] = fed.train[1][:5], fed.train[2][:2]
+    mu, B, E = 2.0, 4, 3
+    cfg = TrainConfig(
+        rounds=1, batch_size=B, lr=LR, local_epochs=E, clients_per_round=4, momentum=MOM,
+        weight_decay=WD,
+    )  # fmt: skip
+    algo = build_algorithm("pfedme", mu=mu, eval="local")
+    got = run_rounds(algo, apply, fed, cfg, Streams(4), p0, executor=executor)
+    total = sum(len(fed.train[c]) for c in range(4))
+    mean = {k: torch.zeros_like(v) for k, v in p0.items()}
+    for c in range(4):
+        n = len(fed.train[c])
+        plan = batch_plan(fed.train[c], B, Streams(4).generator("batches", 1, c), epochs=E)
+        per = -(-n // B)
+        loc, f, buf = dict(p0), dict(p0), sgd_init(p0)
+        for e in range(E):
+            for idx in plan[per * e : per * (e + 1)]:
+                grads = _grads(apply, fed.x[idx], fed.y[idx], loc, f, mu, "layer_norm")
+                loc, buf = sgd_step(loc, grads, buf, LR, MOM, WD)
+            f = {k: f[k] - LR * mu * (f[k] - loc[k]) for k in f}
+        for k in p0:
+            mean[k] += n / total * f[k]
+            torch.testing.assert_close(got.client_states[c]["local"][k], loc[k], rtol=0, atol=1e-5)
+    for k in p0:
+        torch.testing.assert_close(got.global_params[k], mean[k], rtol=0, atol=1e-5)
 
 
 def test_evaluation_protocols():

@@ -76,6 +76,9 @@ def test_layer_chain_kernels_refuse_carry_updates(tiny):
     _, apply, p0 = tiny
     chain, why = kernel_path(Counter(), apply, list(p0))
     assert chain is None and "updates its carry" in why
+    for variant in ("code", "paper"):  # pFedMe keeps θ^f / θ̃ in the carry
+        chain, why = kernel_path(build_algorithm("pfedme", variant=variant), apply, list(p0))
+        assert chain is None and why == "pfedme updates its carry"
     assert kernel_path(build_algorithm("fedavg"), apply, list(p0))[0] is not None
 
 
