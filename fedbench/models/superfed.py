@@ -35,6 +35,17 @@ def _check_positive(arch: str, input_shape: tuple[int, ...], *sizes: int) -> Non
         raise ValueError(f"{arch}: input {input_shape} too small (feature map {sizes})")
 
 
+def _pooled_head(cin: int, hidden: int, num_classes: int) -> nn.Sequential:
+    """ResNet9's and MobileNet's `classifier`: global average pool, FC(cin->hidden)-ReLU-FC(C)."""
+    return nn.Sequential(
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(cin, hidden, bias=False),
+        nn.ReLU(),
+        nn.Linear(hidden, num_classes, bias=False),
+    )
+
+
 class SuperFedTwoNN(nn.Module):
     """SuPerFed code's TwoNN: body 784-200-200, head FC200-ReLU-FC(C); 3 hidden layers in all."""
 
@@ -157,13 +168,7 @@ class ResNet9(nn.Module):
             nn.MaxPool2d(3, stride=2, padding=1),
             *blocks,
         )
-        self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(cin, hidden, bias=False),
-            nn.ReLU(),
-            nn.Linear(hidden, num_classes, bias=False),
-        )
+        self.head = _pooled_head(cin, hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
@@ -209,13 +214,7 @@ class MobileNet(nn.Module):
             ),
             *blocks,
         )
-        self.head = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1),
-            nn.Flatten(),
-            nn.Linear(cin, hidden, bias=False),
-            nn.ReLU(),
-            nn.Linear(hidden, num_classes, bias=False),
-        )
+        self.head = _pooled_head(cin, hidden, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.body(x))
