@@ -498,14 +498,18 @@ def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
             raise ConfigError(f"{grid.path.name}: run {key.folder(scale)}: {err}") from None
 
 
+def _spec_header(grid: Grid, kind: str, name: str, scale: str) -> dict[str, Any]:
+    """The fields every report spec takes alike from its grid entry: paper, name, caption, scale."""
+    caption = grid.outputs(kind)[name].get("caption", "")
+    return {"paper": grid.name, "name": name, "caption": caption, "scale": scale}
+
+
 def _spec_fields(grid: Grid, kind: str, name: str, catalog: dict, scale: str) -> dict[str, Any]:
     out = grid.outputs(kind)[name]
     # A server scalar is read as protocol "server", stat "value" (fedbench.report.collect).
     server = out.get("server")
     return {
-        "paper": grid.name,
-        "name": name,
-        "caption": out.get("caption", ""),
+        **_spec_header(grid, kind, name, scale),
         "metric": server or out["metric"],
         "protocol": "server" if server else out["protocol"],
         "stat": "value" if server else out["stat"],
@@ -516,7 +520,6 @@ def _spec_fields(grid: Grid, kind: str, name: str, catalog: dict, scale: str) ->
             cell: [Path(k.folder(scale)) for k in keys]
             for cell, keys in cells(grid, kind, name, catalog, scale).items()
         },
-        "scale": scale,
     }
 
 
@@ -626,10 +629,7 @@ def landscape_spec(grid: Grid, name: str, catalog: dict, scale: str):
 
     out = grid.outputs("figures")[name]
     return LandscapeFigureSpec(
-        paper=grid.name,
-        name=name,
-        caption=out.get("caption", ""),
-        scale=scale,
+        **_spec_header(grid, "figures", name, scale),
         panels=[
             (label, Path(landscape_file(scale, grid.name, name, key)))
             for label, key in landscape_panels(grid, name, catalog, scale)
@@ -665,10 +665,7 @@ def deviation_spec(grid: Grid, name: str, catalog: dict, scale: str):
 
     out = grid.outputs("figures")[name]
     return DeviationFigureSpec(
-        paper=grid.name,
-        name=name,
-        caption=out.get("caption", ""),
-        scale=scale,
+        **_spec_header(grid, "figures", name, scale),
         protocol=out.get("protocol", "personal"),
         client=int(out.get("client", 0)),
         seed=int(out["seeds"][0]),
@@ -687,10 +684,7 @@ def partition_spec(grid: Grid, name: str, catalog: dict, scale: str):
 
     out = grid.outputs("figures")[name]
     return PartitionFigureSpec(
-        paper=grid.name,
-        name=name,
-        caption=out.get("caption", ""),
-        scale=scale,
+        **_spec_header(grid, "figures", name, scale),
         splits=tuple(row["id"] for row in out["rows"]),
         columns=tuple(
             PartitionPanel(label, Path(data), Path(part))
@@ -801,10 +795,7 @@ def parallel_spec(grid: Grid, name: str, catalog: dict, scale: str):
                 )
             )
     return ParallelFigureSpec(
-        paper=grid.name,
-        name=name,
-        caption=out.get("caption", ""),
-        scale=scale,
+        **_spec_header(grid, "figures", name, scale),
         round=out.get("round", "best"),
         panels=tuple(panels),
         columns=len(out["rows"]),
