@@ -18,11 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedbench.papers import PAPERS_DIR, load_paper_values
+from fedbench.papers import PAPERS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
-PAPER = REPO.parent / "shared" / "seeds" / "002_59e51939e752d3f8.txt"
-YAML_PATH = PAPERS_DIR / "pfedbred.yaml"
+# read by the `pv` and `source_lines` fixtures (tests/papers/conftest.py)
+PAPER_ID = "pfedbred"
+SOURCE_TEXT = REPO.parent / "shared" / "seeds" / "002_59e51939e752d3f8.txt"
+YAML_PATH = PAPERS_DIR / f"{PAPER_ID}.yaml"
 
 TASKS = [
     "femnist-mclr",
@@ -99,20 +101,6 @@ ABSENT = {
 }
 COUNTS = {"table1": 14 * 12 - 7, "table2": 40, "table3": 20, "table4": 35, "table8": 35}
 TABLE_NUMBER = {"table1": 1, "table2": 2, "table3": 3, "table4": 4, "table8": 8}
-
-
-@pytest.fixture(scope="module")
-def pv():
-    return load_paper_values("pfedbred")
-
-
-@pytest.fixture(scope="module")
-def paper_lines() -> list[str]:
-    if not PAPER.exists():
-        pytest.skip(
-            f"paper text not available at {PAPER} (only in the shared workspace, not in CI)"
-        )
-    return PAPER.read_text(encoding="utf-8").splitlines()
 
 
 def _line(lines: list[str], n: int) -> str:
@@ -336,8 +324,8 @@ PAPER_SPOTS = [
 
 
 @pytest.mark.parametrize(("table", "row", "column", "line", "printed"), PAPER_SPOTS)
-def test_spot_values_reread_from_the_paper(pv, paper_lines, table, row, column, line, printed):
-    text = _line(paper_lines, line)
+def test_spot_values_reread_from_the_paper(pv, source_lines, table, row, column, line, printed):
+    text = _line(source_lines, line)
     assert printed in text, f"paper 002 line {line}: {printed!r} not in {text[:80]!r}"
     got = pv.get(table, row, column)
     numbers = [float(x) for x in re.findall(r"\d+\.\d+", printed)]
@@ -400,8 +388,8 @@ def _reread_table(
 
 
 @pytest.mark.parametrize("table", sorted(COUNTS))
-def test_whole_table_reread_from_the_paper(pv, paper_lines, table):
-    cells = _reread_table(paper_lines, table)
+def test_whole_table_reread_from_the_paper(pv, source_lines, table):
+    cells = _reread_table(source_lines, table)
     assert len(cells) == COUNTS[table]
     assert {(table, r, c) for r, c in cells} == {k for k in pv.values if k[0] == table}
     wrong = {
@@ -412,7 +400,7 @@ def test_whole_table_reread_from_the_paper(pv, paper_lines, table):
     assert not wrong, f"{table}: paper (value, std) vs pfedbred.yaml: {wrong}"
 
 
-def test_table_captions_are_where_the_yaml_says(paper_lines):
+def test_table_captions_are_where_the_yaml_says(source_lines):
     for n, caption in [
         (219, "Table 1: Results of average testing accuracy (%) per client"),
         (248, "Table 2: Average local test accuracy of personalized model (%)"),
@@ -421,4 +409,4 @@ def test_table_captions_are_where_the_yaml_says(paper_lines):
         (771, "Table 8: Additional experiments with new baselines. (accuracy)"),
         (376, "[64] Aviv Shamsian, Aviv Navon, Ethan Fetaya, and Gal Chechik. Personalized"),
     ]:
-        assert caption in _line(paper_lines, n), n
+        assert caption in _line(source_lines, n), n

@@ -13,11 +13,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedbench.papers import PAPERS_DIR, load_paper_values
+from fedbench.papers import PAPERS_DIR
 
 REPO = Path(__file__).resolve().parents[2]
-THESIS = REPO.parent / "shared" / "seeds" / "000_76dd62e74d7460bb.txt"
-YAML_PATH = PAPERS_DIR / "superfed.yaml"
+# read by the `pv` and `source_lines` fixtures (tests/papers/conftest.py)
+PAPER_ID = "superfed"
+SOURCE_TEXT = REPO.parent / "shared" / "seeds" / "000_76dd62e74d7460bb.txt"
+YAML_PATH = PAPERS_DIR / f"{PAPER_ID}.yaml"
 
 METHODS = [
     "fedavg",
@@ -95,20 +97,6 @@ THESIS_RANGES = {
 
 # one "a±b" cell of Tables 2.6/2.7, optionally in parentheses, with the source's "±." typo allowed
 _PM = re.compile(r"^\(?(\d+\.\d+)±\.?(\d+\.\d+)\)?plus-or-minus")
-
-
-@pytest.fixture(scope="module")
-def pv():
-    return load_paper_values("superfed")
-
-
-@pytest.fixture(scope="module")
-def thesis_lines() -> list[str]:
-    if not THESIS.exists():
-        pytest.skip(
-            f"thesis text not available at {THESIS} (only in the shared workspace, not in CI)"
-        )
-    return THESIS.read_text(encoding="utf-8").splitlines()
 
 
 def _line(lines: list[str], n: int) -> str:
@@ -240,11 +228,11 @@ THESIS_SPOTS = [
 
 
 @pytest.mark.parametrize(("table", "row", "column", "line"), THESIS_SPOTS)
-def test_spot_values_reread_from_the_thesis(pv, thesis_lines, table, row, column, line):
+def test_spot_values_reread_from_the_thesis(pv, source_lines, table, row, column, line):
     if table in ("table2_3", "table2_4", "table2_5"):
-        printed = _two_lines(_line(thesis_lines, line), _line(thesis_lines, line + 1))
+        printed = _two_lines(_line(source_lines, line), _line(source_lines, line + 1))
     else:
-        printed = _cell(_line(thesis_lines, line))
+        printed = _cell(_line(source_lines, line))
     got = pv.get(table, row, column)
     assert (got.value, got.std) == printed, f"thesis 000 line {line}"
 
@@ -287,8 +275,8 @@ def _reread_table(lines: list[str], table: str) -> dict[tuple[str, str], tuple[f
 
 
 @pytest.mark.parametrize("table", sorted(COUNTS))
-def test_whole_table_reread_from_the_thesis(pv, thesis_lines, table):
-    cells = _reread_table(thesis_lines, table)
+def test_whole_table_reread_from_the_thesis(pv, source_lines, table):
+    cells = _reread_table(source_lines, table)
     assert len(cells) == COUNTS[table]
     wrong = {
         key: (printed, (pv.get(table, *key).value, pv.get(table, *key).std))
@@ -298,12 +286,12 @@ def test_whole_table_reread_from_the_thesis(pv, thesis_lines, table):
     assert not wrong, f"{table}: thesis (value, std) vs superfed.yaml: {wrong}"
 
 
-def test_where_cites_the_thesis_line_that_prints_the_value(pv, thesis_lines):
+def test_where_cites_the_thesis_line_that_prints_the_value(pv, source_lines):
     for (t, r, c), v in pv.values.items():
         m = re.search(r"thesis 000 line (\d+)", v.where)
         n = int(m.group(1))
         lo, hi = THESIS_RANGES[t]
         assert lo <= n <= hi, v.where
-        text = _line(thesis_lines, n)
+        text = _line(source_lines, n)
         printed = float(text) if t in ("table2_3", "table2_4", "table2_5") else _cell(text)[0]
         assert printed == v.value, (t, r, c, n, text[:40])
