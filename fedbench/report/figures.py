@@ -27,6 +27,7 @@ from fedbench.report.layout import (
     load_cells,
     protocol_notes,
     quantity_label,
+    shared_legend,
     value_scale,
     variation,
     warning_lines,
@@ -176,18 +177,7 @@ def make_figure(spec: FigureSpec) -> Figure:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # rounds, not 1.25
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(ylabel)
-    legend: dict[str, object] = {}
-    for ax in axes:
-        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(text, handle)
-    if legend:
-        fig.legend(
-            list(legend.values()),
-            list(legend),
-            loc="outside lower center",
-            ncols=min(len(legend), 5),
-            fontsize="small",
-        )
+    shared_legend(fig, axes)
     title = [
         f"{spec.paper} {spec.name}: {spec.caption}",
         f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)"

@@ -24,6 +24,7 @@ from fedbench.report.layout import (
     is_accuracy,
     load_cells,
     protocol_notes,
+    shared_legend,
     value_scale,
     warning_lines,
 )
@@ -262,18 +263,7 @@ def make_lambda_figure(spec: FigureSpec) -> Figure:
         axes[0].set_ylabel(_ylabel(spec))
     else:
         fig.supylabel(_ylabel(spec), fontsize="medium")
-    legend: dict[str, object] = {}
-    for ax in axes:
-        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
-            legend.setdefault(text, handle)
-    if legend:
-        fig.legend(
-            list(legend.values()),
-            list(legend),
-            loc="outside lower center",
-            ncols=min(len(legend), 5),
-            fontsize="small",
-        )
+    shared_legend(fig, axes)
     what = "mean" if spec.stat == "mean" else spec.stat
     best_text = {
         "best_lambda": (

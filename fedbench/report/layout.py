@@ -1,7 +1,9 @@
-"""What tables and figures share: the rows × columns × run-dirs layout, its checks, the warnings."""
+"""What tables and figures share: the rows × columns × run-dirs layout, its checks, the warnings
+(and the curve figures' one legend)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -248,3 +250,19 @@ def protocol_notes(protocols: set[str] | list[str]) -> list[str]:
     return [
         f"protocol {p}: {PROTOCOL_NOTES[p]}" for p in sorted(set(protocols)) if p in PROTOCOL_NOTES
     ]
+
+
+def shared_legend(fig: Any, axes: Iterable[Any]) -> None:
+    """One legend below a figure's panels: each label once, with its first handle; none if none."""
+    legend: dict[str, object] = {}
+    for ax in axes:
+        for handle, text in zip(*ax.get_legend_handles_labels(), strict=True):
+            legend.setdefault(text, handle)
+    if legend:
+        fig.legend(
+            list(legend.values()),
+            list(legend),
+            loc="outside lower center",
+            ncols=min(len(legend), 5),
+            fontsize="small",
+        )
