@@ -6,14 +6,13 @@ import abc
 import json
 import os
 import shutil
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
-from fedbench.data.checksum import REGENERATE, ChecksumError, verify, with_checksum
+from fedbench.data.checksum import load_checked, save_checked
 from fedbench.data.fetch import (
     DEFAULT_TIMEOUT,
     FetchError,
@@ -100,37 +99,26 @@ def save_dataset(ds: ArrayDataset, path: str | os.PathLike) -> None:
     if ds.groups is not None:
         arrays["groups"] = ds.groups
     arrays.update({EXTRA + k: v for k, v in ds.extras.items()})
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        np.savez(f, **with_checksum({"meta": np.array(json.dumps(meta)), **arrays}))
+    save_checked(path, {"meta": np.array(json.dumps(meta)), **arrays})
+
+
+def _parse_dataset(arrays: dict[str, np.ndarray]) -> ArrayDataset:
+    arrays.pop("sha256", None)
+    meta = json.loads(str(arrays.pop("meta")))
+    return ArrayDataset(
+        name=meta["name"],
+        num_classes=int(meta["num_classes"]),
+        standin=bool(meta["standin"]),
+        provenance=meta["provenance"],
+        groups=arrays.get("groups"),
+        extras={k[len(EXTRA) :]: v for k, v in arrays.items() if k.startswith(EXTRA)},
+        **{k: arrays[k] for k in ("x_train", "y_train", "x_test", "y_test")},
+    )
 
 
 def load_dataset(path: str | os.PathLike) -> ArrayDataset:
     """Read a dataset written by `save_dataset`; a missing or damaged file is named in the error."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"dataset file {path} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-        verify(arrays, path, REGENERATE.format(path=path, rule="prepare"))
-        arrays.pop("sha256", None)
-        meta = json.loads(str(arrays.pop("meta")))
-        return ArrayDataset(
-            name=meta["name"],
-            num_classes=int(meta["num_classes"]),
-            standin=bool(meta["standin"]),
-            provenance=meta["provenance"],
-            groups=arrays.get("groups"),
-            extras={k[len(EXTRA) :]: v for k, v in arrays.items() if k.startswith(EXTRA)},
-            **{k: arrays[k] for k in ("x_train", "y_train", "x_test", "y_test")},
-        )
-    except ChecksumError:
-        raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(
-            f"dataset file {path} is corrupt or not a fedbench dataset "
-            f"({type(err).__name__}: {err}); " + REGENERATE.format(path=path, rule="prepare")
-        ) from None
+    return load_checked(path, "dataset", "prepare", _parse_dataset)
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
+
+from fedbench.io import atomic_path
+
+T = TypeVar("T")
 
 KEY = "sha256"
 # How to rebuild a damaged file the workflow wrote (a prepared dataset or a partition).
@@ -55,3 +63,32 @@ def verify(arrays: dict[str, np.ndarray], path: str | os.PathLike, regenerate: s
             f"content {actual[:12]}...): the file was damaged after it was written; "
             f"{regenerate}"
         )
+
+
+def save_checked(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> None:
+    """Write the arrays and their checksum to one .npz file, atomically."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        np.savez(f, **with_checksum(arrays))
+
+
+def load_checked(
+    path: str | os.PathLike, what: str, rule: str, parse: Callable[[dict[str, np.ndarray]], T]
+) -> T:
+    """`parse` of the arrays of a .npz the workflow's `rule` wrote (a `what`: "dataset",
+    "partition"), checksum verified; a missing, damaged or unparsable file is named in the error
+    with how to regenerate it."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} file {path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        verify(arrays, path, REGENERATE.format(path=path, rule=rule))
+        return parse(arrays)
+    except ChecksumError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(
+            f"{what} file {path} is corrupt or not a fedbench {what} "
+            f"({type(err).__name__}: {err}); " + REGENERATE.format(path=path, rule=rule)
+        ) from None

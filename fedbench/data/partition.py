@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,11 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.data.checksum import REGENERATE, ChecksumError, verify, with_checksum
+from fedbench.data.checksum import load_checked, save_checked
 from fedbench.data.noise import KINDS as NOISE_KINDS
 from fedbench.data.noise import VARIANTS as NOISE_VARIANTS
 from fedbench.data.noise import noisy_partition_labels
-from fedbench.io import atomic_path
 
 ASSIGNMENTS = ("sorted_roundrobin", "random")
 # A builder's info key carrying the pool labels it changed (popped before the meta is written).
@@ -415,8 +413,9 @@ def save_partition(path: str | os.PathLike, p: Partition) -> None:
     test, test_off = _pack(p.test)
     # Written only when there is one, so partitions without validation keep their bytes.
     val = dict(zip(("val", "val_offsets"), _pack(p.val))) if p.val else {}
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        arrays = dict(
+    save_checked(
+        path,
+        dict(
             train=train,
             train_offsets=train_off,
             test=test,
@@ -424,34 +423,26 @@ def save_partition(path: str | os.PathLike, p: Partition) -> None:
             meta=np.array(json.dumps(p.meta, sort_keys=True)),
             **({} if p.labels is None else {"labels": np.asarray(p.labels, dtype=np.int64)}),
             **val,
-        )
-        np.savez(f, **with_checksum(arrays))
+        ),
+    )
+
+
+def _parse_partition(a: dict[str, np.ndarray]) -> Partition:
+    train = _unpack(a["train"], a["train_offsets"])
+    test = _unpack(a["test"], a["test_offsets"])
+    meta = json.loads(str(a["meta"]))
+    labels = a.get("labels")
+    val = _unpack(a["val"], a["val_offsets"]) if "val" in a else []
+    return Partition(train, test, meta, labels, val)
 
 
 def load_partition(path: str | os.PathLike) -> Partition:
     """Read a partition written by `save_partition`; a damaged file is named in the error."""
     path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"partition file {path} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            a = {k: z[k] for k in z.files}
-        verify(a, path, REGENERATE.format(path=path, rule="partition"))
-        train = _unpack(a["train"], a["train_offsets"])
-        test = _unpack(a["test"], a["test_offsets"])
-        meta = json.loads(str(a["meta"]))
-        labels = a.get("labels")
-        val = _unpack(a["val"], a["val_offsets"]) if "val" in a else []
-    except ChecksumError:
-        raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(
-            f"partition file {path} is corrupt or not a fedbench partition "
-            f"({type(err).__name__}: {err}); " + REGENERATE.format(path=path, rule="partition")
-        ) from None
-    if len(train) != len(test) or len(val) not in (0, len(train)):
+    p = load_checked(path, "partition", "partition", _parse_partition)
+    if len(p.train) != len(p.test) or len(p.val) not in (0, len(p.train)):
         raise ValueError(f"partition file {path}: train, test and val client counts differ")
-    return Partition(train, test, meta, labels, val)
+    return p
 
 
 @dataclass(frozen=True)
