@@ -53,3 +53,24 @@ def tiny():
 def federation_factory():
     """`make_federation` itself, for tests that need a differently shaped federation."""
     return make_federation
+
+
+def _assert_executors_agree(seq, vec) -> None:
+    """A sequential and a vectorised run agree: global parameters within 1e-5, and every
+    evaluation summary statistic and train loss within 1e-4, round by round."""
+    for k in seq.global_params:
+        diff = (seq.global_params[k] - vec.global_params[k]).abs().max().item()
+        assert diff <= 1e-5, (k, diff)
+    assert len(seq.records) == len(vec.records)
+    for a, b in zip(seq.records, vec.records):
+        for proto, summary in a["summary"].items():
+            for metric, pack in summary.items():
+                for stat, value in pack.items():
+                    assert b["summary"][proto][metric][stat] == pytest.approx(value, abs=1e-4)
+        assert b["train_loss"] == pytest.approx(a["train_loss"], abs=1e-4)
+
+
+@pytest.fixture
+def assert_executors_agree():
+    """`_assert_executors_agree(seq, vec)`, for the executor-equivalence tests."""
+    return _assert_executors_agree

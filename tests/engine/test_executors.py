@@ -57,7 +57,7 @@ def _uneven(tiny_fed):
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 @pytest.mark.parametrize("chunk", [None, 2])
-def test_executors_agree(name, chunk, tiny):
+def test_executors_agree(name, chunk, tiny, assert_executors_agree):
     fed, apply, p0 = tiny
     fed = _uneven(fed)
     algo = build_algorithm(name, **PARAMS.get(name, {}))
@@ -67,16 +67,7 @@ def test_executors_agree(name, chunk, tiny):
         runs[ex] = run_rounds(
             algo, apply, fed, cfg, Streams(5), p0, executor=ex, fresh_init=_fresh(p0)
         )
-    seq, vec = runs["sequential"], runs["vectorised"]
-    for k in seq.global_params:
-        diff = (seq.global_params[k] - vec.global_params[k]).abs().max().item()
-        assert diff <= 1e-5, (k, diff)
-    for a, b in zip(seq.records, vec.records):
-        for proto, summary in a["summary"].items():
-            for metric, pack in summary.items():
-                for stat, value in pack.items():
-                    assert b["summary"][proto][metric][stat] == pytest.approx(value, abs=1e-4)
-        assert b["train_loss"] == pytest.approx(a["train_loss"], abs=1e-4)
+    assert_executors_agree(runs["sequential"], runs["vectorised"])
 
 
 def test_round_params_agree_on_a_cnn():

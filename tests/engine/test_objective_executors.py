@@ -90,7 +90,7 @@ COMBOS = [
 
 
 @pytest.mark.parametrize(("objective", "name"), COMBOS)
-def test_executors_agree_under_objective(objective, name):
+def test_executors_agree_under_objective(objective, name, assert_executors_agree):
     fed, model = CASES[objective]()
     apply, p0 = make_apply(model), params_of(model)
     algo = build_algorithm(name, **ALGOS[name])
@@ -101,15 +101,7 @@ def test_executors_agree_under_objective(objective, name):
     }
     seq, vec = runs["sequential"], runs["vectorised"]
     assert seq.status == vec.status == "ok"
-    for k in seq.global_params:
-        diff = (seq.global_params[k] - vec.global_params[k]).abs().max().item()
-        assert diff <= 1e-5, (k, diff)
-    for a, b in zip(seq.records, vec.records):
-        for proto, summary in a["summary"].items():
-            for metric, pack in summary.items():
-                for stat, value in pack.items():
-                    assert b["summary"][proto][metric][stat] == pytest.approx(value, abs=1e-4)
-        assert b["train_loss"] == pytest.approx(a["train_loss"], abs=1e-4)
+    assert_executors_agree(seq, vec)
 
 
 def test_objective_changes_training():
