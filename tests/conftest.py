@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +12,12 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+from fedbench.config import load_catalog  # noqa: E402
 from fedbench.engine.federation import Federation  # noqa: E402
 from fedbench.engine.functional import make_apply, params_of  # noqa: E402
 from fedbench.models import build_model  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_federation(
@@ -53,6 +57,12 @@ def tiny():
 def federation_factory():
     """`make_federation` itself, for tests that need a differently shaped federation."""
     return make_federation
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    """The project's catalog (config/config.yaml), loaded once per test module."""
+    return load_catalog(ROOT / "config" / "config.yaml")
 
 
 def _assert_executors_agree(seq, vec) -> None:

@@ -4,14 +4,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedbench.config import ConfigError, load_catalog, resolve_run, validate_catalog
+from fedbench.config import ConfigError, resolve_run, validate_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(ROOT / "config" / "config.yaml")
 
 
 def _broken(catalog, path, value):

@@ -11,16 +11,11 @@ import pytest
 
 from fedbench import cost
 from fedbench.algorithms import build_algorithm
-from fedbench.config import load_catalog, resolve_run
+from fedbench.config import resolve_run
 from fedbench.grid import all_runs, load_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "config" / "config.yaml"
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(CONFIG)
 
 
 def _keys(spec):

@@ -4,15 +4,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedbench.config import ConfigError, load_catalog
+from fedbench.config import ConfigError
 from fedbench.grid import all_runs, cells, load_grid, load_grids, output_files, validate_runs
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(ROOT / "config" / "config.yaml")
 
 
 def test_every_grid_loads_and_resolves_every_run(catalog):

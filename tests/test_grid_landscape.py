@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedbench.config import ConfigError, load_catalog
+from fedbench.config import ConfigError
 from fedbench.grid import figure_spec, landscape_file, landscape_panels, landscape_spec, load_grid
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,11 +33,6 @@ LANDSCAPE = {
         },
     ],
 }
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(ROOT / "config" / "config.yaml")
 
 
 def _grid(tmp_path, catalog, figure):

@@ -5,16 +5,11 @@ from pathlib import Path
 import pytest
 
 from fedbench.algorithms import build_algorithm
-from fedbench.config import ConfigError, load_catalog, resolve_run
+from fedbench.config import ConfigError, resolve_run
 from fedbench.grid import all_runs, cells, figure_spec, load_grid, parallel_points, parallel_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ("figure5", "figure6", "figure7", "figure8")
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(ROOT / "config" / "config.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,10 @@ from pathlib import Path
 import pytest
 
 from fedbench.algorithms import build_algorithm
-from fedbench.config import load_catalog, resolve_run
+from fedbench.config import resolve_run
 from fedbench.grid import all_runs, cells, figure_spec, load_grid, output_files
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(ROOT / "config" / "config.yaml")
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy.signal import savgol_filter
 
-from fedbench.config import ConfigError, load_catalog
+from fedbench.config import ConfigError
 from fedbench.grid import figure_spec, load_grid
 from fedbench.io import write_jsonl, write_yaml
 from fedbench.report.collect import RunDataError, load_run
@@ -144,11 +144,6 @@ def test_bad_smooth_values_are_named(raw, named):
 
 
 # Grid keys: a quick.yaml figure turned into a server-scalar figure.
-@pytest.fixture(scope="module")
-def catalog():
-    return load_catalog(ROOT / "config" / "config.yaml")
-
-
 def _aaggff_grid(tmp_path, catalog, **figure):
     raw = yaml.safe_load((ROOT / "config" / "papers" / "quick.yaml").read_text())
     raw = copy.deepcopy(raw)
