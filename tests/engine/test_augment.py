@@ -89,16 +89,16 @@ def _image_fed():
     )
 
 
-def _run(executor, augment):
+def _run(executor=None, **cfg):
+    """FedAvg on the image federation: 2 rounds, B = 4, lr 0.1, E = 1, 3 clients, unless `cfg`
+    says otherwise."""
     model = build_model("mlp", (1, 6, 6), 3, init_seed=0, hidden=8)
-    cfg = TrainConfig(
-        rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3, augment=augment
-    )
+    base = dict(rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)
     return run_rounds(
         build_algorithm("fedavg"),
         make_apply(model),
         _image_fed(),
-        cfg,
+        TrainConfig(**{**base, **cfg}),
         Streams(2),
         params_of(model),
         executor=executor,
@@ -107,8 +107,8 @@ def _run(executor, augment):
 
 def test_executors_agree_with_augmentation_and_it_changes_training():
     augment = {"rotate": 20, "hflip": 0.5}
-    seq, vec = _run("sequential", augment), _run("vectorised", augment)
-    plain = _run("sequential", None)
+    seq, vec = _run("sequential", augment=augment), _run("vectorised", augment=augment)
+    plain = _run("sequential", augment=None)
     for k in seq.global_params:
         assert (seq.global_params[k] - vec.global_params[k]).abs().max() <= 1e-5
     assert any(
@@ -142,24 +142,8 @@ def test_augmented_test_split_transforms_each_client_sample():
 
 def test_augment_test_changes_only_the_client_test_metrics():
     def first_eval(test):
-        model = build_model("mlp", (1, 6, 6), 3, init_seed=0, hidden=8)
-        cfg = TrainConfig(
-            rounds=1,
-            batch_size=4,
-            lr=0.1,
-            local_epochs=1,
-            clients_per_round=3,
-            eval_every=1,
-            augment={"rotate": 30, "hflip": 0.5, "test": test},
-        )
-        return run_rounds(
-            build_algorithm("fedavg"),
-            make_apply(model),
-            _image_fed(),
-            cfg,
-            Streams(2),
-            params_of(model),
-        )
+        augment = {"rotate": 30, "hflip": 0.5, "test": test}
+        return _run(rounds=1, eval_every=1, augment=augment)
 
     plain, augmented = first_eval(False), first_eval(True)
     # Training is the same (same draws); only the evaluation of the test splits differs.
