@@ -33,6 +33,24 @@ def write_run(root, seed, state, rounds):
     return run_dir
 
 
+def _toy_table(run_dirs, stat: str) -> TableSpec:
+    """The toy table: final-round global top1 (`stat` over clients) in %, FedAvg × Toy."""
+    return TableSpec(
+        paper="toy",
+        name="table1",
+        caption="toy",
+        metric="top1",
+        protocol="global",
+        stat=stat,
+        round="final",
+        percent=True,
+        rows=[{"id": "fedavg", "label": "FedAvg"}],
+        columns=[{"id": "toy", "label": "Toy"}],
+        cells={("fedavg", "toy"): run_dirs},
+        scale="quick",
+    )
+
+
 def test_engine_records_collect_and_tabulate(tiny, tmp_path):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG)
@@ -44,20 +62,7 @@ def test_engine_records_collect_and_tabulate(tiny, tmp_path):
     assert (
         len(collect_clients(dirs)) == 2 * 4 * 5
     )  # rounds × clients × metrics (loss, top1, top5, ece, mce)
-    spec = TableSpec(
-        paper="toy",
-        name="table1",
-        caption="toy",
-        metric="top1",
-        protocol="global",
-        stat="wmean",
-        round="final",
-        percent=True,
-        rows=[{"id": "fedavg", "label": "FedAvg"}],
-        columns=[{"id": "toy", "label": "Toy"}],
-        cells={("fedavg", "toy"): dirs},
-        scale="quick",
-    )
+    spec = _toy_table(dirs, stat="wmean")
     cell = build_table(spec, None).iloc[0]
     final = df[(df["round"] == 2) & (df.protocol == "global") & (df.metric == "top1")]
     assert cell.n_runs == 1
@@ -70,19 +75,6 @@ def test_engine_divergence_at_round_one(tiny, tmp_path):
     cfg = TrainConfig(**{**CFG, "lr": 1e10})
     state = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
     run_dir = write_run(tmp_path, 0, state, 2)
-    spec = TableSpec(
-        paper="toy",
-        name="table1",
-        caption="toy",
-        metric="top1",
-        protocol="global",
-        stat="mean",
-        round="final",
-        percent=True,
-        rows=[{"id": "fedavg", "label": "FedAvg"}],
-        columns=[{"id": "toy", "label": "Toy"}],
-        cells={("fedavg", "toy"): [run_dir]},
-        scale="quick",
-    )
+    spec = _toy_table([run_dir], stat="mean")
     assert build_table(spec, None).iloc[0].status == "diverged (round 1)"
     assert len(collect_runs([run_dir])) == 1
