@@ -139,7 +139,9 @@ def test_sigkill_then_resume_is_byte_identical(prepared, algorithm, executor):
     tag = f"{algorithm}-{executor}"
     reference, _, _ = _run(root, spec, f"{tag}-ref")
     out = _kill_at_random_round(root, spec, f"{tag}-killed", seed=len(tag))
-    assert (out / "checkpoint.pt").exists()
+    # A kill between a save's two renames (current -> prev, new -> current) leaves only
+    # checkpoint.prev.pt, which resuming falls back to: either file is a state to resume from.
+    assert {"checkpoint.pt", "checkpoint.prev.pt"} & {p.name for p in out.iterdir()}
     resumed, info, _ = _run(root, spec, f"{tag}-killed")
     assert resumed == reference
     assert info["resumed"] is True and 1 <= info["resumed_from_round"] < ROUNDS
@@ -175,6 +177,23 @@ def test_corrupt_checkpoint_falls_back_to_previous_then_to_scratch(prepared, mon
         assert info["resumed_from_round"] == expect and info["resumed"] is (expect is not None)
         refused = [r for r in caplog.records if "refused" in r.getMessage()]
         assert len(refused) == len(corrupt)
+
+
+def test_kill_between_the_renames_resumes_from_previous(prepared, monkeypatch):
+    """A save renames current -> prev, then new -> current: killed in between, only the previous
+    checkpoint is on disk, and the run resumes from it (one round earlier), byte-identical."""
+    root, catalog = prepared
+    spec = _spec(catalog, "scaffold")
+    reference, _, _ = _run(root, spec, "window-ref")
+    with monkeypatch.context() as m:
+        _crash_after(m, 4)
+        with pytest.raises(Crash):
+            _run(root, spec, "window")
+    out = root / "window"
+    (out / "checkpoint.pt").unlink()
+    got, info, _ = _run(root, spec, "window")
+    assert got == reference
+    assert info["resumed"] is True and info["resumed_from_round"] == 3
 
 
 def test_checkpoint_of_another_spec_is_refused(prepared, monkeypatch, caplog):
