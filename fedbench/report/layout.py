@@ -141,9 +141,14 @@ def check_layout(spec: CellLayout) -> None:
             )
 
 
-def load_cells(spec: CellLayout) -> dict[tuple[str, str], list[RunData]]:
-    """Read every cell's runs; a cell's runs must differ only by seed and match the spec's scale."""
-    cache: dict[Path, RunData] = {}
+def load_cells(
+    spec: CellLayout, preloaded: dict[Path, RunData] | None = None
+) -> dict[tuple[str, str], list[RunData]]:
+    """Read every cell's runs; a cell's runs must differ only by seed and match the spec's scale.
+
+    `preloaded` maps run directories to runs already in hand (e.g. rebuilt from a run record by
+    `fedbench.report.runs`); those directories are not read."""
+    cache: dict[Path, RunData] = {Path(d): run for d, run in (preloaded or {}).items()}
     out: dict[tuple[str, str], list[RunData]] = {}
     for cell, run_dirs in spec.cells.items():
         runs = []

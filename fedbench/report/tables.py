@@ -234,9 +234,15 @@ def paper_value(spec: TableSpec, row: dict, column: str, paper_values: PaperValu
     return paper_values.get(table, prow, column)
 
 
-def build_table(spec: TableSpec, paper_values: PaperValues | None = None) -> pd.DataFrame:
-    """One row per (row, column) cell: paper value, ours mean/std over seeds, n, Δ, status."""
-    cells = load_cells(spec)
+def build_table(
+    spec: TableSpec,
+    paper_values: PaperValues | None = None,
+    preloaded: dict[Path, RunData] | None = None,
+) -> pd.DataFrame:
+    """One row per (row, column) cell: paper value, ours mean/std over seeds, n, Δ, status.
+
+    `preloaded`: runs already in hand by directory (see `load_cells`)."""
+    cells = load_cells(spec, preloaded)
     quantities = cell_quantities(spec)
     out = []
     for row in spec.rows:

@@ -32,7 +32,7 @@ def test_cli_writes_one_row_per_run_of_a_table(tmp_path, monkeypatch):
     out = tmp_path / "runs.csv"
     main(["quick", "table1", "--config", str(root / "config" / "config.yaml"), "--out", str(out)])
     lines = out.read_text().splitlines()
-    assert lines[0].startswith("dataset,partition,model,algorithm,seed,status")
+    assert lines[0].startswith("dataset,partition,model,algorithm,seed,scale,status")
     assert len(lines) == 1 + 27 and all(line.endswith(",missing") for line in lines[1:])
     with pytest.raises(SystemExit, match="no table"):
         main(["quick", "table9", "--config", str(root / "config" / "config.yaml"), "--out", "x"])
@@ -75,3 +75,95 @@ def test_partial_table_counts_a_run_shared_by_two_rows_once(tmp_path, monkeypatc
     assert len(dirs) == 160 and len(set(map(str, dirs))) == 150
     assert write_partial_table("pfedbred", "table1_2_fmnist", None, config, "t") == (0, 150)
     assert "PARTIAL: built from the 0 of 150 runs" in Path("t.md").read_text()
+
+
+def _quick_table1(tmp_path, monkeypatch, make):
+    """quick/table1 (round: final) in tmp_path with its first cell's seeds 0 and 1 finished."""
+    import shutil
+    from pathlib import Path
+
+    from fedbench.report.runs import table_run_dirs
+
+    config = str(Path(__file__).resolve().parents[2] / "config" / "config.yaml")
+    monkeypatch.chdir(tmp_path)
+    dirs, _ = table_run_dirs("quick", "table1", None, config)
+    for seed in (0, 1):
+        shutil.copytree(make(seed=seed), dirs[0].parent / f"seed{seed}")
+    return config, dirs
+
+
+def test_a_record_carries_finished_runs_to_a_machine_without_them(tmp_path, monkeypatch, make):
+    """The table from a record alone equals the table from the runs it recorded."""
+    import shutil
+
+    import pandas as pd
+
+    config, dirs = _quick_table1(tmp_path, monkeypatch, make)
+    args = ["quick", "table1", "--config", config]
+    main([*args, "--out", "r.csv", "--table-out", "runs"])
+    shutil.rmtree(dirs[0].parent)  # another machine: the record only
+    main([*args, "--out", "r2.csv", "--table-out", "rec", "--record", "r.csv"])
+    cols = ["row", "column", "ours_mean", "ours_std", "n_runs", "delta", "seeds", "rounds"]
+    table = {p: pd.read_csv(f"{p}.csv", comment="#")[cols] for p in ("runs", "rec")}
+    pd.testing.assert_frame_equal(table["runs"], table["rec"])
+    assert table["rec"]["n_runs"].iloc[0] == 2
+    assert "2 of the 2 runs read from the run record r.csv" in (tmp_path / "rec.md").read_text()
+    first, second = pd.read_csv("r.csv"), pd.read_csv("r2.csv")
+    assert list(first["source"].iloc[:2]) == ["run", "run"]
+    assert list(second["source"].iloc[:2]) == ["record", "record"]
+    value = "global_top1_wmean_final"
+    assert list(second[value].iloc[:2]) == list(first[value].iloc[:2])
+    assert (second["status"].iloc[2:] == "missing").all()
+    # Back on a machine with one run: the run is read, the other comes from the record.
+    shutil.copytree(make(seed=1), dirs[0].parent / "seed1")
+    main([*args, "--out", "r3.csv", "--record", "r2.csv"])
+    assert list(pd.read_csv("r3.csv")["source"].iloc[:2]) == ["record", "run"]
+
+
+def test_a_recorded_run_reads_its_best_and_final_round_as_the_run_did(runs):
+    from types import SimpleNamespace
+
+    import yaml
+
+    from fedbench.report.layout import Quantity
+    from fedbench.report.runs import recorded_run
+    from fedbench.report.tables import run_value
+
+    run_dir = runs["avg0_personal"]
+    info = yaml.safe_load((run_dir / "run.yaml").read_text())
+    info["eval_protocols"] = ["global", "personal"]  # as the engine writes it
+    (run_dir / "run.yaml").write_text(yaml.safe_dump(info))
+    row = summarise_runs([run_dir], "top1", "mean", "quick").iloc[0]
+    rebuilt = recorded_run(row, run_dir, "quick", "top1", "mean", "r.csv")
+    run = load_run(run_dir)
+    assert rebuilt.key == run.key and rebuilt.status == "ok"
+    for protocol in ("global", "personal"):
+        q = Quantity("top1", protocol, "mean")
+        for mode in ("best", "final"):
+            spec = SimpleNamespace(round=mode)
+            assert run_value(rebuilt, spec, q) == pytest.approx(run_value(run, spec, q), abs=1e-6)
+    # seed 0 peaks at round 10 and ends at round 20 (conftest CURVES)
+    assert run_value(rebuilt, SimpleNamespace(round="best"), q)[1] == 10
+
+
+def test_a_bad_record_is_refused_naming_the_file_and_line(tmp_path, monkeypatch, make):
+    import pandas as pd
+
+    config, _ = _quick_table1(tmp_path, monkeypatch, make)
+    args = ["quick", "table1", "--config", config, "--out", "o.csv"]
+    with pytest.raises(SystemExit, match="--record nope.csv: no such file"):
+        main([*args, "--record", "nope.csv"])
+    main(["quick", "table1", "--config", config, "--out", "r.csv"])
+    good = pd.read_csv("r.csv")
+    good.drop(columns="scale").to_csv("noscale.csv", index=False)
+    with pytest.raises(SystemExit, match=r"noscale.csv: lacks column\(s\) \['scale'\]"):
+        main([*args, "--record", "noscale.csv"])
+    good.assign(scale="paper").to_csv("paper.csv", index=False)
+    with pytest.raises(SystemExit, match="paper.csv line 2: scale 'paper', the table is at"):
+        main([*args, "--record", "paper.csv"])
+    other = good.copy()
+    other.loc[1, "algorithm"] = "nosuch"
+    other.to_csv("other.csv", index=False)
+    with pytest.raises(SystemExit, match="other.csv line 3: .*/nosuch/1 is not a run of this"):
+        main([*args, "--record", "other.csv"])
+    assert not (tmp_path / "o.csv").exists()  # nothing written on a refused record
