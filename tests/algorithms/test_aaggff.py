@@ -303,7 +303,7 @@ def test_engine_passes_the_pre_training_loss(name, tiny):
         ("qfedavg", {"q": 1.0}, 3),
     ],
 )
-def test_sequential_and_vectorised_agree(name, params, per_round, tiny):
+def test_sequential_and_vectorised_agree(name, params, per_round, tiny, assert_executors_agree):
     fed, apply, p0 = tiny
     fed.train[1] = fed.train[1][:5]  # uneven clients: padded batches under vmap
     cfg = dataclasses.replace(CFG, rounds=3, clients_per_round=per_round)
@@ -312,8 +312,7 @@ def test_sequential_and_vectorised_agree(name, params, per_round, tiny):
         run_rounds(algo, apply, fed, cfg, Streams(5), p0, executor=ex)
         for ex in ("sequential", "vectorised")
     )
-    for k, v in seq.global_params.items():
-        torch.testing.assert_close(v, vec.global_params[k], rtol=0, atol=1e-5)
+    assert_executors_agree(seq, vec)
     if "p" in seq.server_state:
         torch.testing.assert_close(seq.server_state["p"], vec.server_state["p"], atol=1e-6, rtol=0)
 

@@ -81,7 +81,7 @@ def test_bad_hyperparameter_names_the_key():
         build_algorithm("pfedhn", server_momentum=1.0)
 
 
-def test_sequential_and_vectorised_agree(tiny):
+def test_sequential_and_vectorised_agree(tiny, assert_executors_agree):
     fed, apply, p0 = tiny
     fed.train[1] = fed.train[1][:5]  # fewer steps and a short last batch (padded under vmap)
     algo = build_algorithm("pfedhn", hidden=7)
@@ -89,9 +89,4 @@ def test_sequential_and_vectorised_agree(tiny):
         run_rounds(algo, apply, fed, CFG, Streams(8), p0, executor=ex)
         for ex in ("sequential", "vectorised")
     )
-    for k, v in seq.global_params.items():
-        torch.testing.assert_close(v, vec.global_params[k], rtol=0, atol=1e-5)
-    for a, b in zip(seq.records, vec.records):
-        assert a["summary"]["personal"]["top1"] == pytest.approx(
-            b["summary"]["personal"]["top1"], abs=1e-4
-        )
+    assert_executors_agree(seq, vec)
