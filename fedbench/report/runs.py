@@ -93,14 +93,19 @@ def _load(paper: str, config: str):
 
 def table_run_dirs(paper: str, table: str, scale: str | None, config: str) -> tuple[list, dict]:
     """The run directories of one grid table (cells in row-major order), and its spec entry."""
+    dirs, entry, _ = _table_runs(paper, table, scale, config)
+    return dirs, entry
+
+
+def _table_runs(paper: str, table: str, scale: str | None, config: str):
+    """`table_run_dirs` and the resolved scale, from one load of the catalog and grid."""
     catalog, grid = _load(paper, config)
     if table not in grid.outputs("tables"):
         raise SystemExit(f"{paper}: no table {table!r}; tables: {sorted(grid.outputs('tables'))}")
     scale = resolve_scale(grid, scale)
     keys = cells(grid, "tables", table, catalog, scale)
-    return [Path(k.folder(scale)) for ks in keys.values() for k in ks], grid.outputs("tables")[
-        table
-    ]
+    dirs = [Path(k.folder(scale)) for ks in keys.values() for k in ks]
+    return dirs, grid.outputs("tables")[table], scale
 
 
 RECORD_STATUSES = ("ok", "diverged")
@@ -251,9 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         "--record", default=None, help="an earlier --out: keep its finished runs not found here"
     )
     args = ap.parse_args(argv)
-    dirs, out = table_run_dirs(args.paper, args.table, args.scale, args.config)
-    _, grid = _load(args.paper, args.config)
-    scale = resolve_scale(grid, args.scale)
+    dirs, out, scale = _table_runs(args.paper, args.table, args.scale, args.config)
     metric, stat = out["metric"], out["stat"]
     frame = summarise_runs(dirs, metric, stat, scale)
     recorded = {}
