@@ -34,6 +34,7 @@ TOP_KEYS = (
     "device",
     "gpus_per_run",
     "checkpoint_every",
+    "warm_worker",
     *SECTIONS,
 )
 DATA_MODES = ("real", "standin")
@@ -327,6 +328,11 @@ def _check_top_values(catalog: dict) -> None:
     every = catalog.get("checkpoint_every", 10)
     if not _is_int(every) or every < 0:
         raise ConfigError(f"checkpoint_every: must be an integer >= 0 (0 = off), got {every!r}")
+    warm = catalog.get("warm_worker", "auto")
+    if not (isinstance(warm, bool) or warm == "auto"):
+        raise ConfigError(
+            f"warm_worker: must be true, false or auto, got {catalog['warm_worker']!r}"
+        )
     if catalog.get("scale") is not None and not isinstance(catalog["scale"], str):
         raise ConfigError(f"scale: must be a scale name or null, got {catalog['scale']!r}")
 

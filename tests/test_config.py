@@ -122,6 +122,17 @@ def test_checkpoint_every_is_checked_at_dag_build(catalog, bad):
     validate_catalog(c)
 
 
+@pytest.mark.parametrize("bad", ["yes", 1, None])
+def test_warm_worker_is_checked_at_dag_build(catalog, bad):
+    c = copy.deepcopy(catalog)
+    c["warm_worker"] = bad
+    with pytest.raises(ConfigError, match="warm_worker: must be true, false or auto"):
+        validate_catalog(c)
+    for good in (True, False, "auto"):
+        c["warm_worker"] = good
+        validate_catalog(c)
+
+
 def test_standin_params_shrink_a_model_only_on_standin_data(catalog):
     names = ("aaggff-mqp", "aaggff-natural-silo", "aaggff-distilbert", "fedavg-release", 0)
     paper = resolve_run(catalog, "paper", *names)["model"]

@@ -1,5 +1,10 @@
 """Snakemake adapter: one paper figure as .png and .pdf (curves, landscapes, partitions, sweeps)."""
 
+from fedbench.worker import delegate
+
+delegate(snakemake, __file__)  # noqa: F821  (in the warm worker when one is up; exits there)
+
+
 from pathlib import Path
 
 from fedbench.grid import (

@@ -1,5 +1,10 @@
 """Snakemake adapter: the loss landscape of one run's final global model as .npz."""
 
+from fedbench.worker import delegate
+
+delegate(snakemake, __file__)  # noqa: F821  (in the warm worker when one is up; exits there)
+
+
 import logging
 
 from fedbench.report.landscape import LandscapeSettings, compute_run_landscape

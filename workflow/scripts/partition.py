@@ -1,5 +1,10 @@
 """Snakemake adapter: split a prepared dataset into clients with the seed's partition stream."""
 
+from fedbench.worker import delegate
+
+delegate(snakemake, __file__)  # noqa: F821  (in the warm worker when one is up; exits there)
+
+
 import logging
 
 from fedbench.data.base import load_dataset

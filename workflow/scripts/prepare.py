@@ -1,5 +1,10 @@
 """Snakemake adapter: load (or generate a stand-in for) one dataset as a prepared .npz."""
 
+from fedbench.worker import delegate
+
+delegate(snakemake, __file__)  # noqa: F821  (in the warm worker when one is up; exits there)
+
+
 import logging
 from pathlib import Path
 

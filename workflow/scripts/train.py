@@ -1,5 +1,9 @@
 """Snakemake adapter: train one run and write metrics.jsonl, run.yaml and params.pt."""
 
+from fedbench.worker import delegate
+
+delegate(snakemake, __file__)  # noqa: F821  (in the warm worker when one is up; exits there)
+
 import contextlib
 import logging
 
