@@ -10,13 +10,17 @@ export XDG_CACHE_HOME ?= $(CURDIR)/.cache
 # Put the venv first on PATH so Snakemake `shell:` rules and `python` resolve to it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: setup data quick test bench lint format clean
+.PHONY: setup data quick test bench lint lint-only format clean
 
 setup: $(VENV)/.installed
 
+# The bare package first, and every module imported with its declared dependencies alone (an
+# undeclared import fails here, on a fresh venv as in CI); then the extras.
 $(VENV)/.installed: pyproject.toml
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python .ci/import_all.py
 	$(BIN)/python -m pip install --quiet -e '.[test,offline,cluster]'
 	touch $@
 
@@ -31,12 +35,20 @@ data:
 quick: setup data
 	$(BIN)/snakemake --cores $(CORES) quick
 
+# Each stage prints its wall time (.ci/stage); `.ci/stage --summary` tabulates them.
+STAGE := .ci/stage
+SMOKE_TARGETS := quick superfed superfed_quick pfedbred pfedbred_quick aaggff aaggff_quick
+
 test: setup
-	$(BIN)/python -m pytest -q tests
-	$(BIN)/snakemake -n --cores $(CORES) all --config scale=paper --quiet rules
-	$(BIN)/snakemake --cores $(CORES) quick superfed superfed_quick pfedbred pfedbred_quick aaggff aaggff_quick --config scale=smoke --quiet rules
-	$(BIN)/ruff check fedbench tests workflow benchmarks
-	$(BIN)/ruff format --check fedbench tests workflow benchmarks
+	$(STAGE) pytest $(BIN)/python -m pytest -q tests
+	$(STAGE) benchmarks-once $(BIN)/python -m pytest -q benchmarks -p no:cacheprovider --benchmark-disable
+	$(STAGE) dry-run-paper $(BIN)/snakemake -n --cores $(CORES) all --config scale=paper --quiet rules
+	$(STAGE) smoke-grid $(BIN)/snakemake --cores $(CORES) $(SMOKE_TARGETS) --config scale=smoke --quiet rules
+	$(STAGE) lint $(MAKE) --no-print-directory lint-only
+
+lint-only:
+	$(BIN)/ruff check fedbench tests workflow benchmarks .ci
+	$(BIN)/ruff format --check fedbench tests workflow benchmarks .ci
 	$(BIN)/snakefmt --check Snakefile workflow/rules
 	$(BIN)/snakemake --lint --cores 1
 
@@ -49,14 +61,10 @@ bench: setup
 		--benchmark-sort=name
 	$(BIN)/python benchmarks/summary.py results/benchmarks/latest.json
 
-lint: setup
-	$(BIN)/ruff check fedbench tests workflow benchmarks
-	$(BIN)/ruff format --check fedbench tests workflow benchmarks
-	$(BIN)/snakefmt --check Snakefile workflow/rules
-	$(BIN)/snakemake --lint --cores 1
+lint: setup lint-only
 
 format: setup
-	$(BIN)/ruff format fedbench tests workflow benchmarks
+	$(BIN)/ruff format fedbench tests workflow benchmarks .ci
 	$(BIN)/snakefmt Snakefile workflow/rules
 
 clean:

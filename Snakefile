@@ -20,6 +20,15 @@ include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
 
 
+# The warm worker (fedbench/worker.py) outlives no workflow: it stops once its running jobs end.
+onsuccess:
+    shutdown_warm_worker()
+
+
+onerror:
+    shutdown_warm_worker()
+
+
 rule all:
     default_target: True
     input:

@@ -261,8 +261,17 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     sel.register(wake_r, selectors.EVENT_READ, "wake")
     children: dict[int, tuple[socket.socket, str]] = {}
     last = time.monotonic()
+
+    def retire() -> None:  # take no more jobs: later adapters start a new server or run here
+        sel.unregister(listener)
+        listener.close()
+        with contextlib.suppress(OSError):
+            if os.stat(path).st_ino == inode:  # still ours, not a newer server's
+                os.unlink(path)
+
     try:
-        while not stop and (children or time.monotonic() - last < idle):
+        # SIGTERM (shutdown()) retires the socket at once but waits for the running jobs.
+        while children or (not stop and time.monotonic() - last < idle):
             for key, _ in sel.select(timeout=max(0.1, idle - (time.monotonic() - last))):
                 if key.data == "wake":
                     _drain(wake_r)
@@ -288,10 +297,11 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
                             pass  # the adapter is gone; its child already killed itself
             if children:
                 last = time.monotonic()
+            if stop and listener.fileno() >= 0:
+                retire()
     finally:
-        with contextlib.suppress(OSError):
-            if os.stat(path).st_ino == inode:  # still ours, not a newer server's
-                os.unlink(path)
+        if listener.fileno() >= 0:
+            retire()
         log = path.with_suffix(".log")
         with contextlib.suppress(OSError):
             if log.stat().st_size == 0:

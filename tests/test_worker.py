@@ -342,3 +342,26 @@ def test_the_train_adapter_in_the_worker_is_byte_identical_to_its_own_process(tm
         log.close()
     # exactly one job went through the server: the warm one
     assert (tmp_path / "server.log").read_text().count("train.py exit 0") == 1
+
+
+def test_shutdown_retires_the_socket_at_once_and_lets_running_jobs_finish(tmp_path, server):
+    env, path, proc = server
+    started, done = tmp_path / "started", tmp_path / "done"
+    adapter = _adapter(
+        tmp_path,
+        f"""
+        import time
+        from pathlib import Path
+        Path({str(started)!r}).write_text("")
+        time.sleep(1.0)
+        Path({str(done)!r}).write_text("")
+        """,
+    )
+    client = subprocess.Popen(
+        [sys.executable, str(_client(tmp_path, adapter, {"config": {}}))], env=env
+    )
+    _wait_for(started.exists, what="the job to start")
+    assert worker.shutdown(path)
+    _wait_for(lambda: not path.exists(), what="the socket to go")
+    assert client.wait(timeout=30) == 0 and done.exists()
+    assert proc.wait(timeout=30) == 0

@@ -20,6 +20,7 @@ from fedbench.grid import (
     resolve_scale,
 )
 from fedbench.report.landscape import LandscapeSettings
+from fedbench.worker import shutdown as shutdown_warm_worker
 
 GRIDS = load_workflow(config, "config")
 
