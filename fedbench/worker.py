@@ -39,17 +39,25 @@ import time
 from pathlib import Path
 from typing import Any
 
-# The modules a job would import, imported once by the server (the union over the job kinds).
+# The modules a job would import, imported once by the server (the union over the job kinds);
+# "module:NAME" names a registry whose every entry is looked up (imported) too.
 PRELOAD = (
     "snakemake.iocontainers",
     "snakemake.logging",
     "torch",
     "torch._dynamo",
     "torch.func",
+    "scipy.linalg",
+    "scipy.optimize",
+    "scipy.signal",
+    "scipy.special",
     "fedbench.engine.run",
     "fedbench.engine.checkpoint",
+    "fedbench.engine.vectorised",
     "fedbench.gpu",
-    "fedbench.data",
+    "fedbench.algorithms:ALGORITHMS",
+    "fedbench.models:MODELS",
+    "fedbench.data:SOURCES",
     "fedbench.data.partition",
     "fedbench.data.transform",
     "fedbench.grid",
@@ -241,7 +249,10 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     os.ftruncate(lock_fd, 0)
     os.write(lock_fd, str(os.getpid()).encode())  # for shutdown()
     for name in preload:
-        importlib.import_module(name)
+        module, _, registry = name.partition(":")
+        imported = importlib.import_module(module)
+        for _ in getattr(imported, registry).values() if registry else ():
+            pass  # looking an entry up imports it
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(tmp))

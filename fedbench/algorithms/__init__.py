@@ -1,67 +1,56 @@
-"""Every algorithm, by registry name (explicit dict: `ls fedbench/algorithms` shows them)."""
+"""Every algorithm, by registry name (explicit dict: `ls fedbench/algorithms` shows them).
+
+Each entry names the class's module, imported on first lookup (fedbench.registry): a run imports
+its own algorithm's module only, not the others' (nor scipy, which AAggFF and FedPAC use).
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
-from fedbench.algorithms.aaggff import AAggFFD, AAggFFDProx, AAggFFS, AAggFFSProx
-from fedbench.algorithms.apfl import APFL
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
-from fedbench.algorithms.ditto import Ditto
-from fedbench.algorithms.fair import AFL, TERM, FedMGDA, PropFair, QFedAvg
-from fedbench.algorithms.fedamp import FedAMP
-from fedbench.algorithms.fedavg_am import FedAvgAM
-from fedbench.algorithms.fedem import FedEM
-from fedbench.algorithms.fedfomo import FedFomo
-from fedbench.algorithms.fedpac import FedPAC
-from fedbench.algorithms.fedprox import FedProx
-from fedbench.algorithms.partial import FedPer, FedRep, LGFedAvg
-from fedbench.algorithms.perfedavg import PerFedAvg
-from fedbench.algorithms.pfedbayes import PFedBayes
-from fedbench.algorithms.pfedbred import PFedBreD
-from fedbench.algorithms.pfedhn import PFedHN
-from fedbench.algorithms.pfedme import PFedMe
-from fedbench.algorithms.scaffold import Scaffold
-from fedbench.algorithms.server_opt import FedAdagrad, FedAdam, FedAvgM, FedProxOpt, FedYogi
-from fedbench.algorithms.superfed import SuPerFed
+from fedbench.registry import LazyRegistry
 
-ALGORITHMS: dict[str, type[Algorithm]] = {
-    "fedavg": Algorithm,
-    "fedavg_am": FedAvgAM,
-    "fedprox": FedProx,
-    "scaffold": Scaffold,
-    "superfed": SuPerFed,
-    "fedper": FedPer,
-    "lgfedavg": LGFedAvg,
-    "fedrep": FedRep,
-    "apfl": APFL,
-    "ditto": Ditto,
-    "pfedme": PFedMe,
-    "perfedavg": PerFedAvg,
-    "fedamp": FedAMP,
-    "pfedbred": PFedBreD,
-    # AAggFF chapter (thesis ch. III): AAggFF, its fair-FL baselines, server optimisers.
-    "aaggff_s": AAggFFS,
-    "aaggff_d": AAggFFD,
-    "aaggff_s_prox": AAggFFSProx,
-    "aaggff_d_prox": AAggFFDProx,
-    "afl": AFL,
-    "qfedavg": QFedAvg,
-    "term": TERM,
-    "fedmgda": FedMGDA,
-    "propfair": PropFair,
-    "fedavgm": FedAvgM,
-    "fedadam": FedAdam,
-    "fedyogi": FedYogi,
-    "fedadagrad": FedAdagrad,
-    "fedprox_opt": FedProxOpt,
-    "fedem": FedEM,
-    "pfedbayes": PFedBayes,
-    "pfedhn": PFedHN,
-    "fedfomo": FedFomo,
-    "fedpac": FedPAC,
-}
+ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
+    {
+        "fedavg": "fedbench.algorithms.base:Algorithm",
+        "fedavg_am": "fedbench.algorithms.fedavg_am:FedAvgAM",
+        "fedprox": "fedbench.algorithms.fedprox:FedProx",
+        "scaffold": "fedbench.algorithms.scaffold:Scaffold",
+        "superfed": "fedbench.algorithms.superfed:SuPerFed",
+        "fedper": "fedbench.algorithms.partial:FedPer",
+        "lgfedavg": "fedbench.algorithms.partial:LGFedAvg",
+        "fedrep": "fedbench.algorithms.partial:FedRep",
+        "apfl": "fedbench.algorithms.apfl:APFL",
+        "ditto": "fedbench.algorithms.ditto:Ditto",
+        "pfedme": "fedbench.algorithms.pfedme:PFedMe",
+        "perfedavg": "fedbench.algorithms.perfedavg:PerFedAvg",
+        "fedamp": "fedbench.algorithms.fedamp:FedAMP",
+        "pfedbred": "fedbench.algorithms.pfedbred:PFedBreD",
+        # AAggFF chapter (thesis ch. III): AAggFF, its fair-FL baselines, server optimisers.
+        "aaggff_s": "fedbench.algorithms.aaggff:AAggFFS",
+        "aaggff_d": "fedbench.algorithms.aaggff:AAggFFD",
+        "aaggff_s_prox": "fedbench.algorithms.aaggff:AAggFFSProx",
+        "aaggff_d_prox": "fedbench.algorithms.aaggff:AAggFFDProx",
+        "afl": "fedbench.algorithms.fair:AFL",
+        "qfedavg": "fedbench.algorithms.fair:QFedAvg",
+        "term": "fedbench.algorithms.fair:TERM",
+        "fedmgda": "fedbench.algorithms.fair:FedMGDA",
+        "propfair": "fedbench.algorithms.fair:PropFair",
+        "fedavgm": "fedbench.algorithms.server_opt:FedAvgM",
+        "fedadam": "fedbench.algorithms.server_opt:FedAdam",
+        "fedyogi": "fedbench.algorithms.server_opt:FedYogi",
+        "fedadagrad": "fedbench.algorithms.server_opt:FedAdagrad",
+        "fedprox_opt": "fedbench.algorithms.server_opt:FedProxOpt",
+        "fedem": "fedbench.algorithms.fedem:FedEM",
+        "pfedbayes": "fedbench.algorithms.pfedbayes:PFedBayes",
+        "pfedhn": "fedbench.algorithms.pfedhn:PFedHN",
+        "fedfomo": "fedbench.algorithms.fedfomo:FedFomo",
+        "fedpac": "fedbench.algorithms.fedpac:FedPAC",
+    }
+)
 
 
 def hyperparameters(name: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from scipy.optimize import nnls
 from torch import nn
 
 from fedbench.algorithms.base import (
@@ -89,6 +88,8 @@ def simplex_qp(p: np.ndarray) -> np.ndarray:
     non-negative least-squares solution β* (Lawson-Hanson active set, scipy's nnls) gives
     α* = β*/1ᵀβ*.
     """
+    from scipy.optimize import nnls  # local: scipy is start-up cost for every run
+
     m = p.shape[0]
     if m == 1:
         return np.ones(1)

@@ -9,7 +9,6 @@ not a solver tolerance; the tests check it against enumerating every active set.
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor, cho_solve
 
 
 def project_simplex(v: np.ndarray) -> np.ndarray:
@@ -28,6 +27,8 @@ def _eqp(Q: np.ndarray, g: np.ndarray, free: np.ndarray) -> np.ndarray:
     Q_FF d = -g_F + ν1 with 1ᵀd = 0 gives d = Q_FF⁻¹(ν1 - g_F), ν = 1ᵀQ_FF⁻¹g_F / 1ᵀQ_FF⁻¹1
     (Cholesky); the full KKT system by least squares when Q_FF is not positive definite.
     """
+    from scipy.linalg import cho_factor, cho_solve  # local: scipy is start-up cost for every run
+
     f = np.nonzero(free)[0]
     n = len(f)
     Qf, gf = Q[np.ix_(f, f)], g[f]

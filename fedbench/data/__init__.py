@@ -1,51 +1,47 @@
-"""Data layer: sources (fetch, verify, load, stand-in), a registry of them, and partitioners."""
+"""Data layer: sources (fetch, verify, load, stand-in), a registry of them, and partitioners.
+
+Each source's module is imported (and the source made) on first lookup (fedbench.registry): a
+training job that only loads a prepared .npz imports none of them.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fedbench.data.base import ArrayDataset, FetchError, Source, manifest_verifies
-from fedbench.data.berka import Berka
-from fedbench.data.cifar import Cifar10, Cifar100
-from fedbench.data.heart import Heart
-from fedbench.data.isic import ISIC2019
-from fedbench.data.leaf_aaggff import LeafCelebA, LeafReddit
-from fedbench.data.leaf_femnist import Femnist, FemnistLeaf
-from fedbench.data.mnist import MNIST, FashionMNIST, MNIST5k
-from fedbench.data.mqp import MQP
-from fedbench.data.sent140 import Sent140
-from fedbench.data.shakespeare import LeafShakespeare, ShakespearePlays
-from fedbench.data.speechcommands import SpeechCommands
-from fedbench.data.synthetic import Synthetic
-from fedbench.data.tinyimagenet import TinyImageNet
+from fedbench.registry import LazyRegistry
 
 __all__ = ["MODES", "SOURCES", "ArrayDataset", "FetchError", "Source", "prepare_dataset"]
 
-SOURCES: dict[str, Source] = {
-    "mnist": MNIST(),
-    "fashion_mnist": FashionMNIST(),
-    "mnist5k": MNIST5k(),
-    "cifar10": Cifar10(),
-    "cifar100": Cifar100(),
-    "synthetic": Synthetic(),
-    "shakespeare_plays": ShakespearePlays(),
-    "leaf_shakespeare": LeafShakespeare(),
-    "femnist": Femnist(),
-    "femnist_leaf": FemnistLeaf(),
-    "tinyimagenet": TinyImageNet(),
-    # AAggFF (aaggff.md §9.4): natural clients in `groups`
-    "berka": Berka(),
-    "mqp": MQP(),
-    "isic2019": ISIC2019(),
-    "leaf_celeba": LeafCelebA(),
-    "leaf_reddit": LeafReddit(),
-    "speechcommands": SpeechCommands(),
-    "heart": Heart(),
-    "sent140": Sent140(),
-}
+SOURCES: Mapping[str, Source] = LazyRegistry(
+    {
+        "mnist": "fedbench.data.mnist:MNIST",
+        "fashion_mnist": "fedbench.data.mnist:FashionMNIST",
+        "mnist5k": "fedbench.data.mnist:MNIST5k",
+        "cifar10": "fedbench.data.cifar:Cifar10",
+        "cifar100": "fedbench.data.cifar:Cifar100",
+        "synthetic": "fedbench.data.synthetic:Synthetic",
+        "shakespeare_plays": "fedbench.data.shakespeare:ShakespearePlays",
+        "leaf_shakespeare": "fedbench.data.shakespeare:LeafShakespeare",
+        "femnist": "fedbench.data.leaf_femnist:Femnist",
+        "femnist_leaf": "fedbench.data.leaf_femnist:FemnistLeaf",
+        "tinyimagenet": "fedbench.data.tinyimagenet:TinyImageNet",
+        # AAggFF (aaggff.md §9.4): natural clients in `groups`
+        "berka": "fedbench.data.berka:Berka",
+        "mqp": "fedbench.data.mqp:MQP",
+        "isic2019": "fedbench.data.isic:ISIC2019",
+        "leaf_celeba": "fedbench.data.leaf_aaggff:LeafCelebA",
+        "leaf_reddit": "fedbench.data.leaf_aaggff:LeafReddit",
+        "speechcommands": "fedbench.data.speechcommands:SpeechCommands",
+        "heart": "fedbench.data.heart:Heart",
+        "sent140": "fedbench.data.sent140:Sent140",
+    },
+    build=lambda cls: cls(),  # one instance per source, made on first lookup
+)
 
 MODES = ("real", "standin")
 

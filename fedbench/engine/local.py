@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.func import grad_and_value
+from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, Batch, State
 from fedbench.engine.augment import Augment
@@ -47,7 +48,7 @@ def local_train_carry(
         out = algo.local_loss(apply, p, Batch(xb, yb, None, wb), cr, nz)
         return out if updates else (out, {})
 
-    step_grad = grad_and_value(loss_fn, has_aux=True)
+    step_grad = _grad_and_value(loss_fn)
     buf = sgd_init(params)
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
@@ -70,3 +71,36 @@ def local_train_carry(
                 )
             carry = {**carry, **new}
     return params, carry, loss_sum / max(len(batches), 1)
+
+
+def _grad_and_value(loss_fn: Callable[..., tuple[torch.Tensor, State]]) -> Callable[..., Any]:
+    """`torch.func.grad_and_value(loss_fn, has_aux=True)` for one client's plain tensors, by
+    torch.autograd.grad on leaf copies of the parameters: the same numbers (functorch's grad is
+    this autograd.grad call on wrapped tensors) without functorch's first call importing
+    torch._dynamo (1.5-3 s of every training process). As in torch.func, the backward runs in
+    grad mode (`create_graph=True`: without it nn.LSTM's CPU backward takes another path, 1e-9
+    apart), unused parameters get zero gradients and the outputs are detached. The vectorised
+    executor keeps torch.func (vmap)."""
+
+    def step(params: Params, *args: Any) -> tuple[Params, tuple[torch.Tensor, State]]:
+        with torch.enable_grad():
+            leaves = {k: v.detach().requires_grad_() for k, v in params.items()}
+            loss, aux = loss_fn(leaves, *args)
+            grads = (
+                torch.autograd.grad(
+                    loss, list(leaves.values()), create_graph=True, allow_unused=True
+                )
+                if loss.requires_grad
+                else (None,) * len(leaves)
+            )
+        grads = {
+            k: torch.zeros_like(v) if g is None else g.detach()
+            for (k, v), g in zip(leaves.items(), grads, strict=True)
+        }
+        return grads, (loss.detach(), tree_map(_detached, aux))
+
+    return step
+
+
+def _detached(x: Any) -> Any:
+    return x.detach() if isinstance(x, torch.Tensor) and x.requires_grad else x

@@ -24,7 +24,7 @@ from fedbench.engine.vectorised import resolve_executor
 from fedbench.io import atomic_paths, dump_bytes, jsonl_text, yaml_text
 from fedbench.metrics.objectives import build_objective
 from fedbench.models import build_model
-from fedbench.models.superfed import choose_recurrent_impl
+from fedbench.models.recurrent import choose_recurrent_impl
 from fedbench.rng import Streams, init_streams
 
 log = logging.getLogger("fedbench.run")

@@ -1,53 +1,44 @@
-"""The papers' networks, by catalog name (explicit registry; each splits into `body` and `head`)."""
+"""The papers' networks, by catalog name (explicit registry; each splits into `body` and `head`).
+
+Each entry names the class's module, imported on first lookup (fedbench.registry): a run imports
+its own network's module, not the other papers'.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torch import nn
 
-from fedbench.models.aaggff import (
-    M5,
-    DistilBertClassifier,
-    EfficientNetISIC,
-    LeafCNN,
-    MobileViT,
-    StackedLSTM,
-)
 from fedbench.models.groups import mixing_groups
-from fedbench.models.pfedbred import CifarNet, PFedBreDDNN, Sent140LSTM
-from fedbench.models.simple import MLP, Linear, TwoCNN, TwoNN
-from fedbench.models.superfed import (
-    VGG9,
-    MobileNet,
-    NextCharLSTM,
-    ResNet9,
-    SuperFedTwoCNN,
-    SuperFedTwoNN,
-)
+from fedbench.registry import LazyRegistry
 
-MODELS: dict[str, type[nn.Module]] = {
-    "linear": Linear,
-    "mlp": MLP,
-    "twonn": TwoNN,
-    "twocnn": TwoCNN,
-    "superfed_twonn": SuperFedTwoNN,
-    "superfed_twocnn": SuperFedTwoCNN,
-    "resnet9": ResNet9,
-    "mobilenet": MobileNet,
-    "vgg9": VGG9,
-    "nextchar_lstm": NextCharLSTM,
-    "pfedbred_dnn": PFedBreDDNN,
-    "pfedbred_cnn": CifarNet,
-    "pfedbred_lstm": Sent140LSTM,
-    # AAggFF (aaggff.md §9.5); Berka and Heart use `linear`
-    "leaf_cnn": LeafCNN,
-    "m5": M5,
-    "stacked_lstm": StackedLSTM,
-    "efficientnet_isic": EfficientNetISIC,
-    "distilbert": DistilBertClassifier,
-    "mobilevit": MobileViT,
-}
+MODELS: Mapping[str, type[nn.Module]] = LazyRegistry(
+    {
+        "linear": "fedbench.models.simple:Linear",
+        "mlp": "fedbench.models.simple:MLP",
+        "twonn": "fedbench.models.simple:TwoNN",
+        "twocnn": "fedbench.models.simple:TwoCNN",
+        "superfed_twonn": "fedbench.models.superfed:SuperFedTwoNN",
+        "superfed_twocnn": "fedbench.models.superfed:SuperFedTwoCNN",
+        "resnet9": "fedbench.models.superfed:ResNet9",
+        "mobilenet": "fedbench.models.superfed:MobileNet",
+        "vgg9": "fedbench.models.superfed:VGG9",
+        "nextchar_lstm": "fedbench.models.superfed:NextCharLSTM",
+        "pfedbred_dnn": "fedbench.models.pfedbred:PFedBreDDNN",
+        "pfedbred_cnn": "fedbench.models.pfedbred:CifarNet",
+        "pfedbred_lstm": "fedbench.models.pfedbred:Sent140LSTM",
+        # AAggFF (aaggff.md §9.5); Berka and Heart use `linear`
+        "leaf_cnn": "fedbench.models.aaggff:LeafCNN",
+        "m5": "fedbench.models.aaggff:M5",
+        "stacked_lstm": "fedbench.models.aaggff:StackedLSTM",
+        "efficientnet_isic": "fedbench.models.aaggff:EfficientNetISIC",
+        "distilbert": "fedbench.models.aaggff:DistilBertClassifier",
+        "mobilevit": "fedbench.models.aaggff:MobileViT",
+    }
+)
 
 
 def build_model(

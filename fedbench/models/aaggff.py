@@ -25,8 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from fedbench.models.recurrent import unrolled_lstm
-from fedbench.models.superfed import LSTM_IMPLS
+from fedbench.models.recurrent import LSTM_IMPLS, unrolled_lstm
 
 DISTILBERT_URL = "https://huggingface.co/distilbert-base-uncased/resolve/main/pytorch_model.bin"
 DISTILBERT_FILE = "resources/pretrained/distilbert-base-uncased/pytorch_model.bin"

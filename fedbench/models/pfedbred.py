@@ -14,8 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedbench.models.recurrent import unrolled_lstm
-from fedbench.models.superfed import LSTM_IMPLS
+from fedbench.models.recurrent import LSTM_IMPLS, unrolled_lstm
 
 LEAKY_SLOPE = 0.1  # F.leaky_relu(x, negative_slope=0.1) in the release's DNN and LSTM
 

@@ -1,4 +1,5 @@
-"""nn.LSTM's recurrence in plain tensor ops, so `torch.func.vmap` can batch it over clients."""
+"""nn.LSTM's recurrence in plain tensor ops, so `torch.func.vmap` can batch it over clients, and
+the per-executor choice between it and nn.LSTM's fused kernel (every recurrent model's switch)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,19 @@ def unrolled_lstm(lstm: nn.LSTM, x: torch.Tensor) -> tuple[torch.Tensor, torch.T
         else:
             out = fwd
     return out, torch.stack(finals)
+
+
+LSTM_IMPLS = ("auto", "unrolled", "native")
+
+
+def choose_recurrent_impl(model: nn.Module, executor: str) -> str | None:
+    """Resolve `lstm_impl="auto"` for the executor that will run the model (in place): the fused
+    kernel one client at a time, the unrolled recurrence under vmap. Returns the choice (None
+    when the model has no such switch)."""
+    chosen = None
+    for m in model.modules():
+        if getattr(m, "lstm_impl", None) is not None:
+            if m.lstm_impl == "auto":
+                m.lstm_impl = "native" if executor == "sequential" else "unrolled"
+            chosen = m.lstm_impl
+    return chosen

@@ -12,7 +12,10 @@ import math
 import torch
 from torch import nn
 
-from fedbench.models.recurrent import unrolled_lstm
+from fedbench.models.recurrent import LSTM_IMPLS, unrolled_lstm
+from fedbench.models.recurrent import (
+    choose_recurrent_impl as choose_recurrent_impl,
+)  # callers' import
 
 
 def _bn(channels: int) -> nn.BatchNorm2d:
@@ -253,22 +256,6 @@ class VGG9(nn.Module):
 def _unrolled_lstm(lstm: nn.LSTM, x: torch.Tensor) -> torch.Tensor:
     """Last-step hidden state of a batch_first unidirectional `lstm`, step by step (vmap-safe)."""
     return unrolled_lstm(lstm, x)[0][:, -1]
-
-
-LSTM_IMPLS = ("auto", "unrolled", "native")
-
-
-def choose_recurrent_impl(model: nn.Module, executor: str) -> str | None:
-    """Resolve `lstm_impl="auto"` for the executor that will run the model (in place): the fused
-    kernel one client at a time, the unrolled recurrence under vmap. Returns the choice (None
-    when the model has no such switch)."""
-    chosen = None
-    for m in model.modules():
-        if getattr(m, "lstm_impl", None) is not None:
-            if m.lstm_impl == "auto":
-                m.lstm_impl = "native" if executor == "sequential" else "unrolled"
-            chosen = m.lstm_impl
-    return chosen
 
 
 class NextCharLSTM(nn.Module):

@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.signal import savgol_filter
 
 from fedbench.config import ConfigError
 
@@ -33,6 +32,8 @@ class Savgol:
         window, order = self.clipped(len(s))
         if window < 1:
             return s
+        from scipy.signal import savgol_filter  # local: keeps scipy out of importers' start-up
+
         values = savgol_filter(s.to_numpy(dtype=np.float64), window, order, mode="interp")
         return pd.Series(values, index=s.index, name=s.name)
 
