@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -9,6 +10,12 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import build_algorithm
+from fedbench.data.isic import CLASSES as ISIC_CLASSES
+from fedbench.data.leaf_aaggff import SEQ_LEN as REDDIT_SEQ_LEN
+from fedbench.data.leaf_aaggff import VOCAB_SIZE as REDDIT_VOCAB
+from fedbench.data.mqp import VOCAB_SIZE as BERT_VOCAB
+from fedbench.data.speechcommands import NUM_WORDS as SPEECH_WORDS
+from fedbench.data.speechcommands import RATE as SPEECH_RATE
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -21,30 +28,113 @@ SAMPLES_PER_CLIENT = 50
 BATCH = 10
 EPOCHS = 1
 LR = 0.01
-# Input shapes tried in order for each registered model (the first that builds and runs wins);
-# (25, 50): 25 GloVe-50 embedded tokens (pFedBreD Sent140 LSTM).
-INPUTS = ((1, 28, 28), (3, 32, 32), (3, 64, 64), (80,), (25, 50))
 NUM_CLASSES = 10
 
 
-def sample_inputs(shape: tuple[int, ...], n: int, rng: np.random.Generator) -> np.ndarray:
-    """Random inputs: pixels in [0, 1), or token ids (as floats) for 1-D sequence models."""
-    if len(shape) == 1:
-        return rng.integers(0, 50, (n, *shape)).astype(np.float32)
+@dataclass(frozen=True)
+class ModelInput:
+    """What one registered model is benchmarked on: the per-sample shape, the kind of values
+    (a key of SAMPLERS), the number of classes and the model parameters it is built with."""
+
+    shape: tuple[int, ...]
+    values: str = "pixels"
+    classes: int = NUM_CLASSES
+    params: tuple[tuple[str, object], ...] = ()
+
+
+def _pixels(shape: tuple[int, ...], n: int, rng: np.random.Generator) -> np.ndarray:
     return rng.random((n, *shape), dtype=np.float32)
 
 
-def model_input(arch: str) -> tuple[int, ...]:
-    """The first of INPUTS that `arch` builds and runs on."""
-    for shape in INPUTS:
-        try:
-            model = build_model(arch, shape, NUM_CLASSES, init_seed=0)
-            with torch.no_grad():
-                model(torch.as_tensor(sample_inputs(shape, 2, np.random.default_rng(0))))
-        except (ValueError, RuntimeError, TypeError):
-            continue
-        return shape
-    raise ValueError(f"no input shape in {INPUTS} fits model {arch!r}")
+def _char_ids(shape: tuple[int, ...], n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, 50, (n, *shape)).astype(np.float32)
+
+
+def _waveform(shape: tuple[int, ...], n: int, rng: np.random.Generator) -> np.ndarray:
+    return rng.uniform(-1.0, 1.0, (n, *shape)).astype(np.float32)
+
+
+def _reddit(shape: tuple[int, ...], n: int, rng: np.random.Generator) -> np.ndarray:
+    """leaf_reddit's (2, L) rows: input word ids and the next-word targets (all words, >= 4)."""
+    words = rng.integers(4, REDDIT_VOCAB, (n, shape[1] + 1))
+    return np.stack([words[:, :-1], words[:, 1:]], axis=1).astype(np.float32)
+
+
+def _wordpiece_pair(shape: tuple[int, ...], n: int, rng: np.random.Generator) -> np.ndarray:
+    """mqp's (2, L) rows: [CLS] WordPiece ids [SEP] then padding, and the attention mask."""
+    length = shape[1]
+    x = np.zeros((n, *shape), dtype=np.float32)
+    for i, used in enumerate(rng.integers(length // 2, length + 1, n)):
+        ids = rng.integers(1996, BERT_VOCAB, used)
+        ids[0], ids[-1] = 101, 102
+        x[i, 0, :used], x[i, 1, :used] = ids, 1.0
+    return x
+
+
+# Values by kind: pixels in [0, 1) (also pre-embedded tokens), character ids (as floats), raw audio
+# in [-1, 1), and the two-row token inputs of the leaf_reddit and mqp sources.
+SAMPLERS = {
+    "pixels": _pixels,
+    "char_ids": _char_ids,
+    "waveform": _waveform,
+    "reddit": _reddit,
+    "wordpiece_pair": _wordpiece_pair,
+}
+
+# The input of every registered model (test_local_step fails, naming the model, when one is
+# missing). Smoke-sized samples of each model's own data at the model's full size: MNIST-sized
+# images for the small CNNs/MLPs, 64 px for the ImageNet-style nets, 80 Shakespeare characters,
+# 25 GloVe-50 embedded tokens (pFedBreD Sent140 LSTM), one second of 16 kHz audio (M5), Reddit's
+# 10-word sequences over its 10,000-word vocabulary (StackedLSTM's default last-word output),
+# 32-token question pairs (DistilBERT; the mqp source pads to 200, about 6x this step's time) and
+# 64 px skin images (EfficientNet-B0; ISIC crops 200 px, about 6x). Pre-trained weights are not
+# loaded (`pretrained: false`): the step costs the same.
+INPUTS: dict[str, ModelInput] = {
+    "linear": ModelInput((1, 28, 28)),
+    "mlp": ModelInput((1, 28, 28)),
+    "twonn": ModelInput((1, 28, 28)),
+    "twocnn": ModelInput((1, 28, 28)),
+    "superfed_twonn": ModelInput((1, 28, 28)),
+    "superfed_twocnn": ModelInput((1, 28, 28)),
+    "resnet9": ModelInput((1, 28, 28)),
+    "mobilenet": ModelInput((3, 64, 64)),
+    "vgg9": ModelInput((1, 28, 28)),
+    "nextchar_lstm": ModelInput((80,), "char_ids"),
+    "pfedbred_dnn": ModelInput((1, 28, 28)),
+    "pfedbred_cnn": ModelInput((1, 28, 28)),
+    "pfedbred_lstm": ModelInput((25, 50)),
+    "leaf_cnn": ModelInput((1, 28, 28)),
+    "m5": ModelInput((1, SPEECH_RATE), "waveform", SPEECH_WORDS),
+    "stacked_lstm": ModelInput((2, REDDIT_SEQ_LEN), "reddit", REDDIT_VOCAB),
+    "efficientnet_isic": ModelInput(
+        (3, 64, 64), classes=len(ISIC_CLASSES), params=(("pretrained", False),)
+    ),
+    "distilbert": ModelInput((2, 32), "wordpiece_pair", 2, (("pretrained", False),)),
+    "mobilevit": ModelInput((3, 64, 64)),
+}
+
+
+def sample_inputs(
+    shape: tuple[int, ...], n: int, rng: np.random.Generator, values: str = "pixels"
+) -> np.ndarray:
+    """`n` random inputs of `shape`, float32, of the kind `values` (a key of SAMPLERS)."""
+    return SAMPLERS[values](shape, n, rng)
+
+
+def model_input(arch: str) -> ModelInput:
+    """The benchmark input of `arch` (INPUTS)."""
+    if arch not in INPUTS:
+        raise KeyError(
+            f"model {arch!r} has no entry in benchmarks/bench_lib.py INPUTS: add its input "
+            "shape, values and build parameters there"
+        )
+    return INPUTS[arch]
+
+
+def build_for(arch: str) -> nn.Module:
+    """`arch` built for its benchmark input (INPUTS), initialised from seed 0."""
+    spec = model_input(arch)
+    return build_model(arch, spec.shape, spec.classes, init_seed=0, **dict(spec.params))
 
 
 def federation(
@@ -52,71 +142,90 @@ def federation(
     per_client: int = SAMPLES_PER_CLIENT,
     shape: tuple[int, ...] = (1, 28, 28),
     device: torch.device | str = "cpu",
+    values: str = "pixels",
+    classes: int = NUM_CLASSES,
 ) -> Federation:
     """Random data, `per_client` training samples per client, no test splits (no evaluation)."""
     rng = np.random.default_rng(0)
     n = num_clients * per_client
-    x = sample_inputs(shape, n, rng)
-    y = rng.integers(0, NUM_CLASSES, n)
+    x = sample_inputs(shape, n, rng, values)
+    y = rng.integers(0, classes, n)
     idx = np.arange(n).reshape(num_clients, per_client)
     return Federation.from_arrays(
-        x, y, list(idx), [i[:0] for i in idx], x[:0], y[:0], NUM_CLASSES, torch.device(device)
+        x, y, list(idx), [i[:0] for i in idx], x[:0], y[:0], classes, torch.device(device)
     )
 
 
-def forward_flops(model: nn.Module, shape: tuple[int, ...]) -> int:
-    """Forward FLOPs per sample: 2·in·out per Linear (per position), 2·(Cin/g)·kh·kw·Cout·Hout·Wout
-    per Conv2d, 2·4·H·(in + H) per LSTM layer and step; activations, pooling, norms and the loss
-    are lower order and not counted."""
+def forward_flops(model: nn.Module, shape: tuple[int, ...], values: str = "pixels") -> int:
+    """Forward FLOPs per sample: 2·in·out per Linear (per position), 2·(Cin/g)·k·Cout·out_size
+    per Conv1d/Conv2d (k the kernel's size), 2·4·H·(in + H) per LSTM layer, direction and step;
+    activations, pooling, norms, embedding look-ups, attention's score products (lower order at
+    the benchmarked sequence lengths) and the loss are not counted. LSTMs are counted through
+    nn.LSTM's forward: models with an `lstm_impl` switch run `native` for the count (the same
+    arithmetic as the unrolled recurrence), then get their setting back."""
     total = 0
 
     def linear(mod: nn.Linear, inp, out):
         nonlocal total
         total += 2 * mod.in_features * mod.out_features * (out.numel() // out.shape[-1])
 
-    def conv(mod: nn.Conv2d, inp, out):
+    def conv(mod: nn.Conv1d | nn.Conv2d, inp, out):
         nonlocal total
-        kh, kw = mod.kernel_size
-        total += 2 * (mod.in_channels // mod.groups) * kh * kw * out.numel()
+        total += 2 * (mod.in_channels // mod.groups) * math.prod(mod.kernel_size) * out.numel()
 
     def lstm(mod: nn.LSTM, inp, out):
         nonlocal total
         steps = inp[0].shape[1] if mod.batch_first else inp[0].shape[0]
         batch = inp[0].shape[0] if mod.batch_first else inp[0].shape[1]
+        directions = 2 if mod.bidirectional else 1
         width = mod.input_size
         for _ in range(mod.num_layers):
-            total += 2 * 4 * mod.hidden_size * (width + mod.hidden_size) * steps * batch
-            width = mod.hidden_size
+            per_step = 2 * 4 * mod.hidden_size * (width + mod.hidden_size)
+            total += directions * per_step * steps * batch
+            width = directions * mod.hidden_size
 
     hooks = []
     for mod in model.modules():
-        for kind, fn in ((nn.Linear, linear), (nn.Conv2d, conv), (nn.LSTM, lstm)):
+        for kind, fn in ((nn.Linear, linear), ((nn.Conv1d, nn.Conv2d), conv), (nn.LSTM, lstm)):
             if isinstance(mod, kind):
                 hooks.append(mod.register_forward_hook(fn))
-    with torch.no_grad():
-        model(torch.as_tensor(sample_inputs(shape, 1, np.random.default_rng(0))))
-    for h in hooks:
-        h.remove()
+    impls = {m: m.lstm_impl for m in model.modules() if getattr(m, "lstm_impl", None)}
+    try:
+        for m in impls:
+            m.lstm_impl = "native"
+        with torch.no_grad():
+            model(torch.as_tensor(sample_inputs(shape, 1, np.random.default_rng(0), values)))
+    finally:
+        for m, impl in impls.items():
+            m.lstm_impl = impl
+        for h in hooks:
+            h.remove()
     return total
 
 
-def train_flops(model: nn.Module, shape: tuple[int, ...], samples: int) -> int:
+def train_flops(
+    model: nn.Module, shape: tuple[int, ...], samples: int, values: str = "pixels"
+) -> int:
     """FLOPs of training on `samples` samples: forward + backward, backward counted as 2x forward
     (input and weight gradients of every layer, the first layer's input gradient included)."""
-    return 3 * forward_flops(model, shape) * samples
+    return 3 * forward_flops(model, shape, values) * samples
 
 
 @dataclass
 class RoundCase:
-    """One FedAvg round: every client of the federation trains once (E = 1, B = 10)."""
+    """One FedAvg round: every client of the federation trains once (E = 1, B = 10).
+
+    `per_client` < 50 is for smoke runs (--benchmark-disable) only: the targets are stated at 50.
+    """
 
     arch: str
     clients: int
+    per_client: int = SAMPLES_PER_CLIENT
 
     def build(self):
         """(federation, model, config, flops) of the round."""
         shape = (1, 28, 28)
-        fed = federation(self.clients, shape=shape)
+        fed = federation(self.clients, per_client=self.per_client, shape=shape)
         model = build_model(self.arch, shape, NUM_CLASSES, init_seed=0)
         cfg = TrainConfig(
             rounds=1,
@@ -126,7 +235,7 @@ class RoundCase:
             clients_per_round=self.clients,
             eval_every=10**9,
         )
-        flops = train_flops(model, shape, EPOCHS * self.clients * SAMPLES_PER_CLIENT)
+        flops = train_flops(model, shape, EPOCHS * self.clients * self.per_client)
         return fed, model, cfg, flops
 
 

@@ -4,9 +4,10 @@ Usage: python benchmarks/summary.py results/benchmarks/latest.json [--no-profile
 
 Times are the best (minimum) of each benchmark's timed rounds: other processes on the machine
 only ever add time. The FLOP floor of a round is counted analytically (bench_lib.forward_flops):
-forward 2·in·out per Linear and 2·(Cin/g)·kh·kw·Cout·Hout·Wout per Conv2d per sample, backward
-2x forward, times the samples trained (E x 50 per client); GFLOP/s = floor / vectorised time, and
-is compared with the best float32 matmul rate measured in the same run.
+forward 2·in·out per Linear and 2·(Cin/g)·kh·kw·Cout·Hout·Wout per Conv2d per sample (Conv1d and
+LSTM layers likewise, for the local steps), backward 2x forward, times the samples trained (E x 50
+per client); GFLOP/s = floor / vectorised time, and is compared with the best float32 matmul rate
+measured in the same run.
 """
 
 from __future__ import annotations
