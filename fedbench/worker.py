@@ -77,6 +77,7 @@ DIR_ENV = "FEDBENCH_WARM_DIR"  # where sockets live (default: the machine's temp
 _VOLATILE_ENV = ("OLDPWD", "PWD", "SHLVL", "_", "SNAKEMAKE_PROFILE")
 
 _IN_CHILD = False
+_ROOT = str(Path(__file__).resolve().parent)  # this checkout's package: its servers are ours
 _HEADER = struct.Struct("!Q")
 _MAX_SOCKET_PATH = 100  # sockaddr_un holds 108 bytes on Linux
 
@@ -107,8 +108,7 @@ def fingerprint() -> str:
     h.update(repr((sys.executable, sys.version, os.getuid())).encode())
     env = {k: v for k, v in os.environ.items() if k not in _VOLATILE_ENV}
     h.update(repr(sorted(env.items())).encode())
-    root = Path(__file__).resolve().parent
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(Path(_ROOT).rglob("*.py")):
         st = path.stat()
         h.update(f"{path}:{st.st_mtime_ns}:{st.st_size}\n".encode())
     for entry in sys.path:  # an installed or removed package changes its site-packages folder
@@ -176,9 +176,11 @@ def _lock_held(path: Path) -> bool:
 
     lock = path.with_suffix(".lock")
     try:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        fd = os.open(lock, os.O_RDWR)
+    except FileNotFoundError:
+        return False
     except OSError:
-        return True  # cannot even make the lock: do not start servers
+        return True  # cannot even open the lock: do not start servers
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -247,7 +249,7 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     except OSError:
         return  # another server for this digest is starting or running
     os.ftruncate(lock_fd, 0)
-    os.write(lock_fd, str(os.getpid()).encode())  # for shutdown()
+    os.write(lock_fd, f"{os.getpid()}\n{_ROOT}\n".encode())  # for shutdown()
     for name in preload:
         module, _, registry = name.partition(":")
         imported = importlib.import_module(module)
@@ -314,8 +316,8 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
         if listener.fileno() >= 0:
             retire()
         log = path.with_suffix(".log")
-        with contextlib.suppress(OSError):
-            if log.stat().st_size == 0:
+        with contextlib.suppress(OSError):  # kept only when it says more than "job ... exit 0"
+            if all(line.endswith(" exit 0") for line in log.read_text().splitlines()):
                 log.unlink()
         with contextlib.suppress(OSError):
             os.unlink(path.with_suffix(".lock"))
@@ -441,18 +443,32 @@ def _run_child(conn: socket.socket, request: dict[str, Any]) -> int:
     return 0
 
 
-def shutdown(path: Path | None = None) -> bool:
-    """Stop the server of this tree now (it also stops by itself when idle); True if one was up."""
-    lock = (path or socket_path()).with_suffix(".lock")
-    if not _lock_held(lock.with_suffix(".sock")):
-        return False
-    try:
-        pid = int(lock.read_text().strip() or 0)
-    except (OSError, ValueError):
-        return False
-    if pid > 0:
-        os.kill(pid, signal.SIGTERM)
-    return pid > 0
+def shutdown(path: Path | None = None) -> int:
+    """Stop servers now (they also stop by themselves when idle): the one of `path`, or else every
+    server of this package's source tree in the socket folder, whatever the environment it serves
+    (Snakemake gives each job OMP_NUM_THREADS and the like from its `threads`, so jobs of different
+    thread counts have servers of their own). Returns how many were asked to stop."""
+    if path is not None:
+        locks = [path.with_suffix(".lock")]
+    else:
+        folder = Path(os.environ.get(DIR_ENV) or tempfile.gettempdir())
+        locks = sorted(folder.glob(f"fedbench-warm-{os.getuid()}-*.lock"))
+    stopped = 0
+    for lock in locks:
+        try:
+            pid, root = lock.read_text().split("\n")[:2]
+        except (OSError, ValueError):
+            continue
+        if path is None and root != _ROOT:
+            continue  # another checkout's server
+        if not _lock_held(lock.with_suffix(".sock")):
+            with contextlib.suppress(OSError):
+                lock.unlink()  # left by a server that was killed
+            continue
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGTERM)
+            stopped += 1
+    return stopped
 
 
 if __name__ == "__main__":

@@ -214,7 +214,7 @@ def test_without_a_server_the_job_runs_in_process_and_starts_one(tmp_path, warm_
     assert out.read_text() == str(client.pid)  # ran here, not in a child
     _wait_for(lambda: any(warm_dir.glob("*.sock")), timeout=120, what="the started server")
     sock = next(warm_dir.glob("*.sock"))
-    assert worker.shutdown(sock)
+    assert worker.shutdown(sock) == 1
     _wait_for(lambda: not any(warm_dir.glob("*.sock")), what="the server to stop")
 
 
@@ -361,7 +361,28 @@ def test_shutdown_retires_the_socket_at_once_and_lets_running_jobs_finish(tmp_pa
         [sys.executable, str(_client(tmp_path, adapter, {"config": {}}))], env=env
     )
     _wait_for(started.exists, what="the job to start")
-    assert worker.shutdown(path)
+    assert worker.shutdown(path) == 1
     _wait_for(lambda: not path.exists(), what="the socket to go")
     assert client.wait(timeout=30) == 0 and done.exists()
     assert proc.wait(timeout=30) == 0
+
+
+def test_shutdown_stops_every_server_of_this_checkout_and_no_other(tmp_path, warm_dir, monkeypatch):
+    # Snakemake gives each job OMP_NUM_THREADS etc. from its threads: one server per thread count.
+    servers = []
+    for n in (1, 2):
+        (tmp_path / str(n)).mkdir()
+        servers.append(
+            _start_server(tmp_path / str(n), _env(warm_dir, OMP_NUM_THREADS=str(n)), "json")
+        )
+    other = warm_dir / f"fedbench-warm-{os.getuid()}-0123456789abcdef0123.lock"
+    other.write_text(
+        "1\n/elsewhere/fedbench\n"
+    )  # another checkout's (pid 1: must not be signalled)
+    monkeypatch.setenv(worker.DIR_ENV, str(warm_dir))
+    assert worker.shutdown() == 2
+    for path, proc, log in servers:
+        assert proc.wait(timeout=30) == 0
+        log.close()
+        assert not path.exists() and not path.with_suffix(".lock").exists()
+    assert other.exists()
