@@ -18,7 +18,8 @@ When no server is up, the first adapter to notice starts one in the background a
 job in-process, as do the jobs that come before the server is ready: the worker only ever saves
 time, it never changes what a job does. The socket's name is a digest of the interpreter, the
 environment and every source file of the package, so an edit (or a `pip install`) starts a new
-server instead of reusing stale code; an idle server exits after `IDLE_SECONDS`.
+server instead of reusing stale code (or data: the papers' values); an idle server exits after
+`IDLE_SECONDS`.
 
 This module imports only the standard library: the adapter process must stay light.
 """
@@ -108,9 +109,10 @@ def fingerprint() -> str:
     h.update(repr((sys.executable, sys.version, os.getuid())).encode())
     env = {k: v for k, v in os.environ.items() if k not in _VOLATILE_ENV}
     h.update(repr(sorted(env.items())).encode())
-    for path in sorted(Path(_ROOT).rglob("*.py")):
-        st = path.stat()
-        h.update(f"{path}:{st.st_mtime_ns}:{st.st_size}\n".encode())
+    for path in sorted(Path(_ROOT).rglob("*")):  # sources and the data files beside them
+        if path.is_file() and "__pycache__" not in path.parts:
+            st = path.stat()
+            h.update(f"{path}:{st.st_mtime_ns}:{st.st_size}\n".encode())
     for entry in sys.path:  # an installed or removed package changes its site-packages folder
         if entry.endswith("site-packages") and os.path.isdir(entry):
             h.update(f"{entry}:{os.stat(entry).st_mtime_ns}\n".encode())
@@ -131,6 +133,9 @@ def delegate(snakemake: Any, script: str) -> None:
     """
     if _IN_CHILD or not wanted(getattr(snakemake, "config", None)):
         return
+    for fd in (0, 1, 2):  # a closed standard stream becomes /dev/null, before any socket
+        if not _is_open(fd):  # could take its number and be passed on as the job's stream
+            os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
     path = socket_path()
     if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
         print(f"fedbench.worker: {path} is too long for a socket; set {DIR_ENV}", file=sys.stderr)
@@ -206,15 +211,19 @@ def submit(conn: socket.socket, script: str, snakemake: Any) -> int | None:
         }
     )
     with conn:
-        socket.send_fds(conn, [_HEADER.pack(len(request))], [0, 1, 2])
-        conn.sendall(request)
+        try:
+            socket.send_fds(conn, [_HEADER.pack(len(request))], [0, 1, 2])
+            conn.sendall(request)
+        except OSError:
+            return None  # the server went away: nothing ran, the job runs here
         reader = conn.makefile("r")
         child: list[int] = []
         pending: list[int] = []
 
         def forward(signum, _frame):
             if child:
-                os.kill(child[0], signum)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child[0], signum)
             else:
                 pending.append(signum)
 
@@ -225,13 +234,22 @@ def submit(conn: socket.socket, script: str, snakemake: Any) -> int | None:
             if kind == "pid":
                 child.append(int(value))
                 for signum in pending:
-                    os.kill(child[0], signum)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(child[0], signum)
             elif kind == "exit":
                 return int(value)
     if not child:
         return None
     print("fedbench.worker: the warm worker ended before the job's child did", file=sys.stderr)
     return 1
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 # --- the server ------------------------------------------------------------------------------
@@ -367,11 +385,13 @@ def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 
 
 def _fork_job(conn: socket.socket, closing: tuple) -> tuple[int | None, str]:
+    conn.settimeout(30.0)  # an adapter sends its request at once; never let one stall the server
     try:
         request, fds = _recv_request(conn)
     except (OSError, ConnectionError, pickle.UnpicklingError):
         conn.close()
         return None, ""
+    conn.settimeout(None)
     sys.stdout.flush()
     pid = os.fork()
     if pid:

@@ -386,3 +386,31 @@ def test_shutdown_stops_every_server_of_this_checkout_and_no_other(tmp_path, war
         log.close()
         assert not path.exists() and not path.with_suffix(".lock").exists()
     assert other.exists()
+
+
+def test_the_socket_name_changes_when_a_package_file_changes(monkeypatch, tmp_path):
+    root = tmp_path / "pkg"
+    root.mkdir()
+    (root / "a.py").write_text("x = 1\n")
+    (root / "values.yaml").write_text("a: 1\n")
+    monkeypatch.setattr(worker, "_ROOT", str(root))
+    first = worker.socket_path()
+    assert worker.socket_path() == first
+    (root / "values.yaml").write_text("a: 22\n")  # a paper's values, not only code
+    assert worker.socket_path() != first
+
+
+def test_a_job_without_stdin_runs_with_dev_null(tmp_path, server):
+    env, _, _ = server
+    out = tmp_path / "out.txt"
+    adapter = _adapter(
+        tmp_path,
+        "import sys; from pathlib import Path; "
+        "Path(snakemake.output[0]).write_text(repr(sys.stdin.read()))  # noqa: F821\n",
+    )
+    client = _client(tmp_path, adapter, {"config": {}, "output": [str(out)]})
+    run = subprocess.run(
+        ["sh", "-c", f'exec "{sys.executable}" "{client}" <&-'], env=env, capture_output=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert out.read_text() == "''"
