@@ -34,7 +34,8 @@ print(json.dumps({"import_s": imported - started, "run_s": time.perf_counter() -
 """
 
 
-def test_startup(benchmark, tmp_path):
+def _one_round_job(tmp_path: Path) -> tuple[dict, list[str]]:
+    """A smoke-sized run (one round, generated data) and its four file paths."""
     params = {"alpha": 1.0, "beta": 1.0, "num_clients": CLIENTS}
     ds = prepare_dataset("synthetic", params, None, "standin", Streams(0).generator("standin"))
     save_dataset(ds, tmp_path / "data.npz")
@@ -48,6 +49,11 @@ def test_startup(benchmark, tmp_path):
         rounds=1, eval_every=1, clients_per_round=CLIENTS, executor="sequential"
     )
     paths = [str(tmp_path / n) for n in ("data.npz", "part.npz", "metrics.jsonl", "run.yaml")]
+    return spec, paths
+
+
+def test_startup(benchmark, tmp_path):
+    spec, paths = _one_round_job(tmp_path)
     cmd = [sys.executable, "-c", CHILD, json.dumps([spec, paths])]
 
     def job():
@@ -78,31 +84,13 @@ execute_run(spec, *paths)
 def test_startup_warm(benchmark, tmp_path):
     """The same job handed to the warm worker (fedbench/worker.py), as a smoke grid's jobs are:
     the adapter process's wall time, server start not included (it is paid once per grid)."""
-    params = {"alpha": 1.0, "beta": 1.0, "num_clients": CLIENTS}
-    ds = prepare_dataset("synthetic", params, None, "standin", Streams(0).generator("standin"))
-    save_dataset(ds, tmp_path / "data.npz")
-    split = {"kind": "natural", "test_fraction": 0.2}
-    part = make_partition(ds.y_train, ds.groups, split, Streams(0).generator("partition"))
-    save_partition(tmp_path / "part.npz", part)
-    spec = resolve_run(
-        load_catalog(CATALOG), "smoke", "synthetic-1-1", "natural", "linear", "fedavg", 0
-    )
-    spec["training"].update(
-        rounds=1, eval_every=1, clients_per_round=CLIENTS, executor="sequential"
-    )
-    paths = [str(tmp_path / n) for n in ("data.npz", "part.npz", "metrics.jsonl", "run.yaml")]
+    spec, paths = _one_round_job(tmp_path)
     script = tmp_path / "adapter.py"
     script.write_text(WARM_ADAPTER)
     Path(f"{script}.json").write_text(json.dumps([spec, paths]))
     sockets = tempfile.mkdtemp(prefix="fbw", dir="/tmp")  # a socket path must fit in 108 bytes
     env = {**os.environ, worker.DIR_ENV: sockets, worker.ENV_SWITCH: "1"}
-    path = subprocess.run(
-        [sys.executable, "-c", "from fedbench import worker; print(worker.socket_path())"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    path = str(worker.socket_path(env))
     log = tmp_path / "server.log"
     with open(log, "w") as out:
         server = subprocess.Popen(

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -100,15 +101,14 @@ def wanted(config: dict[str, Any] | None, env: dict[str, str] | None = None) -> 
     return not env.get("SLURM_JOB_ID") and device in {"cpu", "auto"} and not gpu_present
 
 
-def fingerprint() -> str:
-    """A digest of what a server's imports depend on: interpreter, environment, package sources.
-
-    The preloaded modules are not part of it: they change how fast a job starts, never what it does.
-    """
+def fingerprint(env: Mapping[str, str] | None = None) -> str:
+    """A digest of what a server's imports depend on: interpreter, environment (this process's,
+    or `env`), package sources. The preloaded modules are not part of it: they change how fast a
+    job starts, never what it does."""
     h = hashlib.sha256()
     h.update(repr((sys.executable, sys.version, os.getuid())).encode())
-    env = {k: v for k, v in os.environ.items() if k not in _VOLATILE_ENV}
-    h.update(repr(sorted(env.items())).encode())
+    env = os.environ if env is None else env
+    h.update(repr(sorted((k, v) for k, v in env.items() if k not in _VOLATILE_ENV)).encode())
     for path in sorted(Path(_ROOT).rglob("*")):  # sources and the data files beside them
         if path.is_file() and "__pycache__" not in path.parts:
             st = path.stat()
@@ -119,10 +119,12 @@ def fingerprint() -> str:
     return h.hexdigest()[:20]
 
 
-def socket_path(folder: str | None = None) -> Path:
-    """The server's socket for this interpreter, environment and source tree."""
-    folder = folder or os.environ.get(DIR_ENV) or tempfile.gettempdir()
-    return Path(folder, f"fedbench-warm-{os.getuid()}-{fingerprint()}.sock")
+def socket_path(env: Mapping[str, str] | None = None) -> Path:
+    """The server's socket for this interpreter, source tree and environment (this process's, or
+    that of the jobs to be served, `env`)."""
+    env = os.environ if env is None else env
+    folder = env.get(DIR_ENV) or tempfile.gettempdir()
+    return Path(folder, f"fedbench-warm-{os.getuid()}-{fingerprint(env)}.sock")
 
 
 def delegate(snakemake: Any, script: str) -> None:

@@ -63,6 +63,25 @@ def _env(warm_dir: Path, **extra: str) -> dict[str, str]:
     return env
 
 
+def _pid_job(tmp_path: Path, env: dict[str, str], stderr: str = "") -> str:
+    """Run a job that writes its pid; say whether it ran in the adapter's process or elsewhere."""
+    out = tmp_path / "pid.txt"
+    adapter = _adapter(
+        tmp_path,
+        "import os; from pathlib import Path; "
+        "Path(snakemake.output[0]).write_text(str(os.getpid()))  # noqa: F821\n",
+        name="pid_adapter.py",
+    )
+    client = _client(tmp_path, adapter, {"config": {}, "output": [str(out)]}, "pid_client.py")
+    proc = subprocess.Popen(
+        [sys.executable, str(client)], env=env, stderr=subprocess.PIPE, text=True
+    )
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert stderr in err
+    return "in-process" if out.read_text() == str(proc.pid) else "elsewhere"
+
+
 def _wait_for(check, timeout: float = 60.0, what: str = "condition") -> None:
     end = time.monotonic() + timeout
     while not check():
@@ -83,15 +102,7 @@ def _alive(pid: int) -> bool:
 def _start_server(tmp_path: Path, env: dict[str, str], *preload: str, **server_env: str):
     """A server for the socket that clients with `env` look for, itself started with `server_env`
     (so a test can tell the job's environment from the server's)."""
-    path = Path(
-        subprocess.run(
-            [sys.executable, "-c", "from fedbench import worker; print(worker.socket_path())"],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-    )
+    path = worker.socket_path(env)
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed by the caller's fixture
     proc = subprocess.Popen(
         [sys.executable, "-m", "fedbench.worker", str(path), "60", *preload],
@@ -200,18 +211,7 @@ def test_a_signalled_adapter_takes_its_child_with_it(tmp_path, server, sig):
 
 def test_without_a_server_the_job_runs_in_process_and_starts_one(tmp_path, warm_dir):
     env = _env(warm_dir)
-    out = tmp_path / "out.txt"
-    adapter = _adapter(
-        tmp_path,
-        "import os; from pathlib import Path; "
-        "Path(snakemake.output[0]).write_text(str(os.getpid()))  # noqa: F821\n",
-    )
-    client = subprocess.Popen(
-        [sys.executable, str(_client(tmp_path, adapter, {"config": {}, "output": [str(out)]}))],
-        env=env,
-    )
-    assert client.wait(timeout=60) == 0
-    assert out.read_text() == str(client.pid)  # ran here, not in a child
+    assert _pid_job(tmp_path, env) == "in-process"
     _wait_for(lambda: any(warm_dir.glob("*.sock")), timeout=120, what="the started server")
     sock = next(warm_dir.glob("*.sock"))
     assert worker.shutdown(sock) == 1
@@ -219,18 +219,7 @@ def test_without_a_server_the_job_runs_in_process_and_starts_one(tmp_path, warm_
 
 
 def test_switched_off_the_job_runs_in_process_and_starts_nothing(tmp_path, warm_dir):
-    out = tmp_path / "out.txt"
-    adapter = _adapter(
-        tmp_path,
-        "import os; from pathlib import Path; "
-        "Path(snakemake.output[0]).write_text(str(os.getpid()))  # noqa: F821\n",
-    )
-    client = subprocess.Popen(
-        [sys.executable, str(_client(tmp_path, adapter, {"config": {}, "output": [str(out)]}))],
-        env={**_env(warm_dir), worker.ENV_SWITCH: "0"},
-    )
-    assert client.wait(timeout=60) == 0
-    assert out.read_text() == str(client.pid)
+    assert _pid_job(tmp_path, {**_env(warm_dir), worker.ENV_SWITCH: "0"}) == "in-process"
     assert list(warm_dir.iterdir()) == []
 
 
@@ -250,20 +239,7 @@ def test_wanted_follows_the_config_key_the_switch_and_the_machine(monkeypatch):
 def test_a_socket_path_too_long_runs_the_job_in_process(tmp_path):
     deep = tmp_path / ("d" * 60)
     deep.mkdir()
-    out = tmp_path / "out.txt"
-    adapter = _adapter(
-        tmp_path,
-        "import os; from pathlib import Path; "
-        "Path(snakemake.output[0]).write_text(str(os.getpid()))  # noqa: F821\n",
-    )
-    client = subprocess.run(
-        [sys.executable, str(_client(tmp_path, adapter, {"config": {}, "output": [str(out)]}))],
-        env=_env(deep),
-        capture_output=True,
-        text=True,
-    )
-    assert client.returncode == 0
-    assert "too long for a socket" in client.stderr
+    assert _pid_job(tmp_path, _env(deep), stderr="too long for a socket") == "in-process"
     assert list(deep.iterdir()) == []
 
 
