@@ -22,7 +22,7 @@ from fedbench.algorithms.base import ServerContext, State
 from fedbench.algorithms.fedprox import ProxLocal
 from fedbench.algorithms.server_opt import ServerOptimized
 from fedbench.algorithms.simplex import simplex_qp
-from fedbench.engine.functional import weighted_mean
+from fedbench.tree import weighted_mean
 
 VARIANTS = ("code", "thesis")
 # The release's `--fair_const` index of each CDF (spec aaggff.md §3.3).

@@ -10,7 +10,7 @@ import torch
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
 from fedbench.algorithms.pair import FED, LOC, joined, mix, split
 from fedbench.algorithms.superfed import LAMBDA_GRID
-from fedbench.engine.functional import Apply, Params, tree_sub
+from fedbench.tree import Apply, Params, tree_sub
 
 ALPHA = "mix.alpha"
 

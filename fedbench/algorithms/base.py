@@ -13,9 +13,9 @@ from typing import Any, ClassVar, NamedTuple
 
 import torch
 
-from fedbench.engine.functional import Apply, Params, tree_sub, weighted_mean
 from fedbench.metrics.objectives import masked_mean as masked_mean  # the algorithms' import
 from fedbench.metrics.objectives import objective_of
+from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
 State = dict[str, Any]
 

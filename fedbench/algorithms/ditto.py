@@ -9,7 +9,7 @@ from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
 from fedbench.algorithms.pair import FED, LOC, joined, split
 from fedbench.algorithms.partial import tail_phase
-from fedbench.engine.functional import Apply, Params, tree_sub
+from fedbench.tree import Apply, Params, tree_sub
 
 SCHEDULES = ("phases", "joint")
 

@@ -17,7 +17,7 @@ import torch
 from fedbench.algorithms.base import Algorithm, ServerContext
 from fedbench.algorithms.server_opt import FedOpt, compensated_lr
 from fedbench.algorithms.simplex import project_simplex, simplex_qp
-from fedbench.engine.functional import Params, weighted_mean
+from fedbench.tree import Params, weighted_mean
 
 # The official q-FFL code adds this to every loss before the power (fair_flearn qffedavg.py).
 QFFL_EPS = 1e-10

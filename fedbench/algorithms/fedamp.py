@@ -10,7 +10,7 @@ import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.fedprox import prox_term
-from fedbench.engine.functional import Apply, Params, weighted_mean
+from fedbench.tree import Apply, Params, weighted_mean
 
 ATTENTIONS = ("distance", "cosine")
 STARTS = ("local", "cloud")

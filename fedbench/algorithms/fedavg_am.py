@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from fedbench.algorithms.base import Algorithm, ServerContext
 from fedbench.algorithms.server_opt import server_step
-from fedbench.engine.functional import weighted_mean
+from fedbench.tree import weighted_mean
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.pair import joined, split
-from fedbench.engine.functional import Apply, Params, tree_sub, weighted_mean
+from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
 PI = "mix.pi"  # mixture weights in a parameter dict (global: the "global" protocol's weights)
 ACC = "mix.acc"  # the round's summed responsibilities, accumulated through the SGD step

@@ -10,7 +10,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
-from fedbench.engine.functional import Params, weighted_mean
+from fedbench.tree import Params, weighted_mean
 
 OWN = -1  # candidate key of the client's own previous model
 

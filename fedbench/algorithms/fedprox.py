@@ -8,7 +8,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, State
-from fedbench.engine.functional import Params
+from fedbench.tree import Params
 
 PROX_FORMS = ("squared", "layer_norm", "half_norm_all")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fedbench.engine.functional import Params
+from fedbench.tree import Params
 
 FED, LOC = "fed.", "loc."
 

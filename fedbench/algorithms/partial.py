@@ -15,7 +15,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
-from fedbench.engine.functional import Params, tree_sub, weighted_mean
+from fedbench.tree import Params, tree_sub, weighted_mean
 
 BODY, HEAD = "body.", "head."
 

@@ -9,8 +9,8 @@ import torch
 from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, Batch, ServerContext, State
-from fedbench.engine.functional import Apply, Params, weighted_mean
 from fedbench.metrics.objectives import objective_of
+from fedbench.tree import Apply, Params, weighted_mean
 
 
 def halves(batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:

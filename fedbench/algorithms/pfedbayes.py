@@ -12,7 +12,7 @@ import torch.nn.functional as F
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
 from fedbench.algorithms.pair import joined, split
-from fedbench.engine.functional import Apply, Params, tree_sub
+from fedbench.tree import Apply, Params, tree_sub
 
 MU, RHO = "mu.", "rho."  # a distribution's means and softplus-parametrised scales
 PERS, GLOB = "p.", "g."  # during local training: the personal posterior, the local global copy

@@ -10,7 +10,7 @@ from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
 from fedbench.algorithms.pfedme import PFedMe, write_term
-from fedbench.engine.functional import Apply, Params, tree_sub, tree_zeros_like
+from fedbench.tree import Apply, Params, tree_sub, tree_zeros_like
 
 PRIORS = ("lg", "meg", "mh")
 VARIANTS = ("code", "paper")

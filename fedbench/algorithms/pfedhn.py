@@ -10,7 +10,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
-from fedbench.engine.functional import Apply, Params, tree_sub
+from fedbench.tree import Apply, Params, tree_sub
 
 HN = "hn."
 EMB = "hn.emb"  # [N, d] client embeddings (a personal dict holds one client's row [d])

@@ -11,8 +11,8 @@ from torch.func import grad
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
 from fedbench.algorithms.pair import FED, LOC, joined, split
-from fedbench.engine.functional import Apply, Params, tree_sub, weighted_mean
 from fedbench.metrics.coherence import flatten_rows, gce
+from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
 VARIANTS = ("code", "paper")
 EVALS = ("code", "local")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
-from fedbench.engine.functional import Params, tree_sub, tree_zeros_like, weighted_mean
+from fedbench.tree import Params, tree_sub, tree_zeros_like, weighted_mean
 
 VARIANTS = ("standard", "superfed_code")
 

@@ -16,7 +16,7 @@ import torch
 
 from fedbench.algorithms.base import Algorithm, ServerContext, State
 from fedbench.algorithms.fedprox import ProxLocal
-from fedbench.engine.functional import Params, weighted_mean
+from fedbench.tree import Params, weighted_mean
 
 SERVER_OPTS = ("sgd", "avgm", "adam", "yogi", "adagrad")
 

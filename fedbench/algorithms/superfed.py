@@ -16,7 +16,7 @@ import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
-from fedbench.engine.functional import Apply, Params, tree_sub, weighted_mean
+from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
 FED, LOC = "fed.", "loc."
 MODES = ("mm", "lm")

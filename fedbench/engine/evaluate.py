@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from fedbench.engine.functional import Apply, Params
 from fedbench.metrics.calibration import calibration_per_client
 from fedbench.metrics.classification import auroc_per_group
 from fedbench.metrics.objectives import KS, objective_of
+from fedbench.tree import Apply, Params
 
 MEAN_KEYS = ("loss", *(f"top{k}" for k in KS))  # per-client means of per-unit values
 METRICS = (*MEAN_KEYS, "ece", "mce")  # what every evaluation reports per client

@@ -14,9 +14,9 @@ from fedbench.engine.batches import batch_plan, num_local_steps
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import client_losses
 from fedbench.engine.federation import Federation
-from fedbench.engine.functional import Apply, Params, stack_trees
 from fedbench.engine.local import local_train_carry
 from fedbench.rng import Streams
+from fedbench.tree import Apply, Params, stack_trees
 
 
 @dataclass

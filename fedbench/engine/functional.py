@@ -1,15 +1,15 @@
-"""Pure helpers over parameter dicts: functional model application and the local optimiser."""
+"""Engine machinery over parameter dicts: functional model application and the local optimiser.
+
+Parameter-tree types and maths live in `fedbench.tree`.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Callable, Iterable
 
 import torch
 from torch import nn
 from torch.func import functional_call
 
-Params = dict[str, torch.Tensor]
-Apply = Callable[[Params, torch.Tensor], torch.Tensor]
+from fedbench.tree import Apply, Params, tree_zeros_like
 
 
 def params_of(model: nn.Module) -> Params:
@@ -29,51 +29,6 @@ def make_apply(model: nn.Module) -> Apply:
 
     apply.module = model
     return apply
-
-
-def tree_map(fn: Callable[..., torch.Tensor], *trees: Params) -> Params:
-    """Apply `fn` leaf-wise over parameter dicts with the same keys."""
-    return {k: fn(*(t[k] for t in trees)) for k in trees[0]}
-
-
-def tree_sub(a: Params, b: Params) -> Params:
-    """a - b, leaf-wise."""
-    return {k: a[k] - b[k] for k in a}
-
-
-def tree_add(a: Params, b: Params, scale: float = 1.0) -> Params:
-    """a + scale * b, leaf-wise."""
-    return {k: a[k] + scale * b[k] for k in a}
-
-
-def tree_zeros_like(a: Params) -> Params:
-    """Zeros shaped like `a`."""
-    return {k: torch.zeros_like(v) for k, v in a.items()}
-
-
-def tree_sq_norm(a: Params, keys: Iterable[str] | None = None) -> torch.Tensor:
-    """Sum of squared entries over all (or the given) leaves."""
-    keys = a.keys() if keys is None else keys
-    return sum((a[k] * a[k]).sum() for k in keys)
-
-
-def tree_all_finite(a: Params) -> bool:
-    """True when no leaf holds NaN or inf."""
-    return all(bool(torch.isfinite(v).all()) for v in a.values())
-
-
-def stack_trees(trees: list[Params]) -> Params:
-    """Stack a list of parameter dicts along a new leading client axis."""
-    return {k: torch.stack([t[k] for t in trees]) for k in trees[0]}
-
-
-def weighted_mean(stacked: Params, weights: torch.Tensor) -> Params:
-    """Sum_i w_i x_i / sum_i w_i over the leading axis of each stacked leaf."""
-    w = weights / weights.sum()
-    return {
-        k: torch.tensordot(w.to(device=v.device, dtype=v.dtype), v, dims=1)
-        for k, v in stacked.items()
-    }
 
 
 def sgd_init(params: Params) -> Params:

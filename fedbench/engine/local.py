@@ -10,7 +10,8 @@ from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, Batch, State
 from fedbench.engine.augment import Augment
-from fedbench.engine.functional import Apply, Params, sgd_init, sgd_step
+from fedbench.engine.functional import sgd_init, sgd_step
+from fedbench.tree import Apply, Params
 
 
 def local_train(*args: Any, **kwargs: Any) -> tuple[Params, torch.Tensor]:

@@ -24,12 +24,12 @@ from fedbench.engine.evaluate import (
 )
 from fedbench.engine.executors import RoundJob, SequentialExecutor
 from fedbench.engine.federation import Federation
-from fedbench.engine.functional import Apply, Params, tree_all_finite
 from fedbench.engine.per_class import per_class_losses
 from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import PACK_STATS, distribution_pack
 from fedbench.metrics.objectives import CROSS_ENTROPY, build_objective, with_objective
 from fedbench.rng import Streams, init_streams
+from fedbench.tree import Apply, Params, tree_all_finite
 
 CLIENT_METRICS = (*METRICS, *OPTIONAL_METRICS)  # the optional ones only where defined
 

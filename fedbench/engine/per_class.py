@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from fedbench.engine.functional import Apply, Params
 from fedbench.metrics.objectives import objective_of
+from fedbench.tree import Apply, Params
 
 
 @torch.no_grad()

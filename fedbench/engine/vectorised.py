@@ -42,8 +42,9 @@ from fedbench.engine.executors import (
     host_plan,
     stack_messages,
 )
-from fedbench.engine.functional import Params, sgd_step_
+from fedbench.engine.functional import sgd_step_
 from fedbench.metrics.objectives import CROSS_ENTROPY, objective_of
+from fedbench.tree import Params
 
 log = logging.getLogger("fedbench.engine")
 

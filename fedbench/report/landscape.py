@@ -26,11 +26,11 @@ from matplotlib import colors as mcolors
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from fedbench.engine.functional import Apply, Params
 from fedbench.io import atomic_path
 from fedbench.report.figures import save_figure
 from fedbench.report.layout import warning_lines
 from fedbench.rng import Streams
+from fedbench.tree import Apply, Params
 
 log = logging.getLogger("fedbench.landscape")
 # Directions come from the run's `eval` stream under this key (then the direction's index), so

@@ -1,12 +1,6 @@
 import torch
 
-from fedbench.engine.functional import (
-    sgd_init,
-    sgd_step,
-    sgd_step_,
-    stack_trees,
-    weighted_mean,
-)
+from fedbench.engine.functional import sgd_init, sgd_step, sgd_step_
 
 
 def test_sgd_step_matches_torch_optim_sgd():
@@ -23,13 +17,6 @@ def test_sgd_step_matches_torch_optim_sgd():
         params, buf = sgd_step(params, g, buf, 0.1, 0.9, 1e-2)
     for k in ref:
         torch.testing.assert_close(params[k], ref[k].detach(), rtol=0, atol=1e-6)
-
-
-def test_weighted_mean_by_hand():
-    stacked = stack_trees([{"w": torch.tensor([1.0, 2.0])}, {"w": torch.tensor([3.0, 6.0])}])
-    out = weighted_mean(stacked, torch.tensor([1.0, 3.0], dtype=torch.float64))
-    # (1*[1,2] + 3*[3,6]) / 4 = [2.5, 5]
-    torch.testing.assert_close(out["w"], torch.tensor([2.5, 5.0]))
 
 
 def test_in_place_sgd_on_stacked_clients_matches_sgd_step_per_client():
