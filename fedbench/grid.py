@@ -18,8 +18,8 @@ from fedbench.config import (
     resolve_run,
     validate_catalog,
 )
-from fedbench.engine.loop import CLIENT_METRICS
 from fedbench.metrics import PACK_STATS
+from fedbench.metrics.names import CLIENT_METRICS
 
 # Output names as the table / figure rules match them (workflow/rules/report.smk uses these), so a
 # grid output named otherwise fails at DAG build instead of as a MissingInputException.

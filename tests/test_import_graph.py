@@ -205,8 +205,7 @@ def _still_there(reason: str):
             "fedbench.report",
             "fedbench.engine",
             marks=_still_there(
-                "fedbench.report.landscape imports fedbench.engine.config, .functional and .run; "
-                "fedbench.report.parallel imports fedbench.engine.loop"
+                "fedbench.report.landscape imports fedbench.engine.config, .functional and .run"
             ),
         ),
         pytest.param(

@@ -6,16 +6,9 @@ import torch
 
 from fedbench.metrics.calibration import calibration_per_client
 from fedbench.metrics.classification import auroc_per_group
+from fedbench.metrics.names import MEAN_KEYS, METRICS
 from fedbench.metrics.objectives import KS, objective_of
 from fedbench.tree import Apply, Params
-
-MEAN_KEYS = ("loss", *(f"top{k}" for k in KS))  # per-client means of per-unit values
-METRICS = (*MEAN_KEYS, "ece", "mce")  # what every evaluation reports per client
-# Reported only where defined: auroc for binary models (2 logits: positive class = label 1;
-# one logit under bce_logit: the logit; NaN for a client whose split holds one class).
-# Multiclass AUROC is not computed: the AAggFF release's only AUROC columns are binary (its
-# multiclass path would need probabilities, spec §10.5).
-OPTIONAL_METRICS = ("auroc",)
 
 
 @torch.no_grad()

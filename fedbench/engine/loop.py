@@ -15,8 +15,6 @@ from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import (
-    METRICS,
-    OPTIONAL_METRICS,
     client_losses,
     evaluate_clients_each,
     evaluate_clients_shared,
@@ -27,11 +25,10 @@ from fedbench.engine.federation import Federation
 from fedbench.engine.per_class import per_class_losses
 from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import PACK_STATS, distribution_pack
+from fedbench.metrics.names import CLIENT_METRICS, OPTIONAL_METRICS
 from fedbench.metrics.objectives import CROSS_ENTROPY, build_objective, with_objective
 from fedbench.rng import Streams, init_streams
 from fedbench.tree import Apply, Params, tree_all_finite
-
-CLIENT_METRICS = (*METRICS, *OPTIONAL_METRICS)  # the optional ones only where defined
 
 
 @dataclass

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from fedbench.config import ConfigError, sweep_fields, sweep_name, sweep_tag
-from fedbench.engine.loop import CLIENT_METRICS
 from fedbench.metrics import PACK_STATS
+from fedbench.metrics.names import CLIENT_METRICS
 from fedbench.report.layout import Quantity, is_accuracy, warning_lines
 
 PARALLEL_KEYS = ("caption", "kind", "metric", "stat", "round", "seeds", "sweep", "rows", "columns")
