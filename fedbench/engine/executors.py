@@ -19,9 +19,9 @@ from fedbench.rng import Streams
 from fedbench.tree import Apply, Params, stack_trees
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RoundJob:
-    """Everything an executor needs to train the clients of one round."""
+    """Everything an executor needs to train the clients of one round (named fields only)."""
 
     algo: Algorithm
     apply: Apply

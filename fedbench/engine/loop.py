@@ -20,7 +20,7 @@ from fedbench.engine.evaluate import (
     evaluate_clients_shared,
     evaluate_global,
 )
-from fedbench.engine.executors import RoundJob, SequentialExecutor
+from fedbench.engine.executors import RoundJob, RoundOutput, SequentialExecutor
 from fedbench.engine.federation import Federation
 from fedbench.engine.per_class import per_class_losses
 from fedbench.engine.vectorised import VectorisedExecutor
@@ -267,11 +267,7 @@ def run_rounds(
         init_streams(streams, cfg.init_seed).torch_generator("init", 2),
         fed.num_clients,
     )
-    name = executor or cfg.executor
-    if name == "sequential":
-        runner = SequentialExecutor()
-    else:
-        runner = VectorisedExecutor(cfg.chunk_size, cfg.memory_budget_mb)
+    runner = _executor(executor or cfg.executor, cfg)
     K = fed.num_clients
     if resume is not None:
         state = resume
@@ -295,70 +291,122 @@ def run_rounds(
         lr = cfg.lr_at(t)
         sampled = sample_clients(streams, t, K, m)
         train_ids = list(range(K)) if algo.train_all_clients else sampled
-        pre_losses: dict[int, float] = {}
-        if algo.needs_pre_loss:
-            losses = client_losses(
-                apply,
-                state.global_params,
-                fed.x,
-                fed.y,
-                [fed.train[i] for i in train_ids],
-                cfg.eval_batch_size,
-                fed.weight,
-            )
-            pre_losses = dict(zip(train_ids, losses))
         out = runner.run(
             RoundJob(
-                algo,
-                apply,
-                fed,
-                cfg,
-                streams,
-                t,
-                lr,
-                state.global_params,
-                state.server_state,
-                state.client_states,
-                train_ids,
-                pre_losses,
+                algo=algo,
+                apply=apply,
+                fed=fed,
+                cfg=cfg,
+                streams=streams,
+                round=t,
+                lr=lr,
+                global_params=state.global_params,
+                server_state=state.server_state,
+                client_states=state.client_states,
+                client_ids=train_ids,
+                pre_losses=_pre_losses(algo, apply, fed, cfg, state.global_params, train_ids),
             )
         )
         state.client_states.update(out.client_states)
-        messages, trained = out.messages, {}
-        if algo.train_all_clients:
-            rows = torch.tensor([train_ids.index(i) for i in sampled])
-            messages = _select_rows(messages, rows)
-            trained = {"trained_ids": tuple(train_ids), "trained": out.messages}
-        ctx = ServerContext(round=t, num_clients=K, client_ids=tuple(sampled), lr=lr, **trained)
-        state.global_params, state.server_state = algo.aggregate(
-            state.global_params, messages, state.server_state, ctx
-        )
+        _aggregate(algo, state, out, train_ids, sampled, lr, K)
         train_loss = float(out.train_losses.mean())
-        if not (math.isfinite(train_loss) and tree_all_finite(state.global_params)):
+        reason = _divergence(train_loss, state.global_params)
+        if reason is not None:
             state.status, state.diverged_round = "diverged", t
-            reason = (
-                "non-finite training loss"
-                if not math.isfinite(train_loss)
-                else ("non-finite global parameters")
-            )
             emit({"round": t, "status": "diverged", "reason": reason})
             break
         if t % cfg.eval_every == 0 or t == cfg.rounds:
-            record = {
-                "round": t,
-                "status": "ok",
-                "lr": _round(lr),
-                "train_loss": _round(train_loss),
-            }
-            record.update(evaluate_round(algo, apply, fed, state, cfg, streams))
-            server = algo.server_metrics(state.server_state)
-            if server:
-                record["server"] = {k: _round(float(v)) for k, v in server.items()}
-            emit(record)
+            emit(_eval_record(algo, apply, fed, state, cfg, streams, lr, train_loss))
         if after_round is not None:
             after_round(state, train_loss)
     state.executor_info = runner.describe()
     return state
+
+
+def _executor(name: str, cfg: TrainConfig) -> SequentialExecutor | VectorisedExecutor:
+    if name == "sequential":
+        return SequentialExecutor()
+    return VectorisedExecutor(cfg.chunk_size, cfg.memory_budget_mb)
+
+
+def _pre_losses(
+    algo: Algorithm,
+    apply: Apply,
+    fed: Federation,
+    cfg: TrainConfig,
+    global_params: Params,
+    train_ids: list[int],
+) -> dict[int, float]:
+    """Each training client's loss of the global model before training (if the algorithm asks)."""
+    if not algo.needs_pre_loss:
+        return {}
+    losses = client_losses(
+        apply,
+        global_params,
+        fed.x,
+        fed.y,
+        [fed.train[i] for i in train_ids],
+        cfg.eval_batch_size,
+        fed.weight,
+    )
+    return dict(zip(train_ids, losses))
+
+
+def _aggregate(
+    algo: Algorithm,
+    state: RunState,
+    out: RoundOutput,
+    train_ids: list[int],
+    sampled: list[int],
+    lr: float,
+    num_clients: int,
+) -> None:
+    """The server step over the sampled clients' messages (all trained clients' ride along when
+    every client trains); updates the state's global parameters and server state."""
+    messages, trained = out.messages, {}
+    if algo.train_all_clients:
+        rows = torch.tensor([train_ids.index(i) for i in sampled])
+        messages = _select_rows(messages, rows)
+        trained = {"trained_ids": tuple(train_ids), "trained": out.messages}
+    ctx = ServerContext(
+        round=state.round, num_clients=num_clients, client_ids=tuple(sampled), lr=lr, **trained
+    )
+    state.global_params, state.server_state = algo.aggregate(
+        state.global_params, messages, state.server_state, ctx
+    )
+
+
+def _divergence(train_loss: float, global_params: Params) -> str | None:
+    """Why the run has diverged after this round, or None."""
+    if not math.isfinite(train_loss):
+        return "non-finite training loss"
+    if not tree_all_finite(global_params):
+        return "non-finite global parameters"
+    return None
+
+
+def _eval_record(
+    algo: Algorithm,
+    apply: Apply,
+    fed: Federation,
+    state: RunState,
+    cfg: TrainConfig,
+    streams: Streams,
+    lr: float,
+    train_loss: float,
+) -> dict[str, Any]:
+    """One metrics.jsonl record: the round, its training loss, every evaluation, server scalars."""
+    record = {
+        "round": state.round,
+        "status": "ok",
+        "lr": _round(lr),
+        "train_loss": _round(train_loss),
+    }
+    record.update(evaluate_round(algo, apply, fed, state, cfg, streams))
+    server = algo.server_metrics(state.server_state)
+    if server:
+        record["server"] = {k: _round(float(v)) for k, v in server.items()}
+    return record
 
 
 def _select_rows(messages: dict[str, Any], rows: torch.Tensor) -> dict[str, Any]:

@@ -28,7 +28,20 @@ def _job(fed, apply, p0, algo, cfg, ids=None):
     ids = list(range(fed.num_clients)) if ids is None else ids
     states = {i: algo.init_client_state(i, p0, lambda: p0) for i in range(fed.num_clients)}
     server = algo.init_server_state(p0)
-    return RoundJob(algo, apply, fed, cfg, Streams(3), 2, cfg.lr, p0, server, states, ids, {})
+    return RoundJob(
+        algo=algo,
+        apply=apply,
+        fed=fed,
+        cfg=cfg,
+        streams=Streams(3),
+        round=2,
+        lr=cfg.lr,
+        global_params=p0,
+        server_state=server,
+        client_states=states,
+        client_ids=ids,
+        pre_losses={},
+    )
 
 
 @pytest.mark.parametrize(
