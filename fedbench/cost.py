@@ -60,6 +60,7 @@ from fedbench.algorithms import build_algorithm, hyperparameters
 from fedbench.algorithms.superfed import SuPerFed
 from fedbench.config import load_catalog, resolve_run
 from fedbench.engine.batches import num_local_steps
+from fedbench.engine.build import build_run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -67,7 +68,6 @@ from fedbench.engine.loop import RunState, evaluate_round, run_rounds
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.grid import RunKey, all_runs, load_grid
 from fedbench.io import write_text
-from fedbench.models import build_model
 from fedbench.models.superfed import choose_recurrent_impl
 from fedbench.rng import Streams
 
@@ -436,19 +436,10 @@ def time_cell(
     """Time `rounds` training rounds of each phase (after 1 + `rounds` probe rounds) and one
     evaluation pass (see the module docstring)."""
     spec, sizes = cell.spec, cell.sizes
-    cfg = TrainConfig.from_dict(spec["training"])
     template = _template(spec["dataset"]["source"], _freeze(spec["dataset"]["params"]))
-    shape, classes = tuple(template.x_train.shape[1:]), template.num_classes
     streams = Streams(0)
-    algo = build_algorithm(spec["algorithm"]["algorithm"], **spec["algorithm"]["params"])
-
-    def model_with(seed: int) -> torch.nn.Module:
-        arch, mparams = spec["model"]["arch"], spec["model"]["params"]
-        return build_model(
-            arch, shape, classes, init_seed=seed, extras=template.extras, **mparams
-        ).to(dev)
-
-    model = model_with(streams.torch_seed("init"))
+    parts = build_run(spec, template, dev, streams)
+    model, algo, cfg = parts.model, parts.algorithm, parts.config
     executor, _ = resolve_executor(cfg.executor, model)
     choose_recurrent_impl(model, executor)  # as the training run will
     apply = make_apply(model)
@@ -457,7 +448,7 @@ def time_cell(
 
     def fresh_init(client_id: int) -> dict[str, torch.Tensor]:
         began = time.perf_counter()
-        out = params_of(model_with(streams.torch_seed("init", 1, client_id)))
+        out = parts.fresh_init(client_id)
         _sync(dev)
         init_s[0] += time.perf_counter() - began
         return out

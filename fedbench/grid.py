@@ -51,7 +51,7 @@ VAL_PROTOCOLS = frozenset(n for cls in ALGORITHMS.values() for n in cls.val_sele
 TABLE_EXTS = ("md", "tex", "csv")
 FIGURE_EXTS = ("png", "pdf")
 FIGURE_KINDS = ("rounds", "lambda", "landscape", "partition", "parallel", "deviation")
-# A landscape is always the mean cross-entropy on the global test set, of one run per cell.
+# A landscape is always the run's objective (its mean loss) on the global test set, one run a cell.
 LANDSCAPE_KEYS = ("caption", "kind", "rows", "columns", "seeds", "landscape")
 
 
@@ -346,7 +346,7 @@ def _check_validation(where: str, row: dict, col: dict, out: dict, cell: dict, c
 
 def _validate_landscape(where: str, out: dict, catalog: dict) -> None:
     """A kind='landscape' figure: its keys, one seed, and settings valid at every scale."""
-    from fedbench.report.landscape import LandscapeError, LandscapeSettings
+    from fedbench.metrics.landscape import LandscapeError, LandscapeSettings
 
     unknown = sorted(set(out) - set(LANDSCAPE_KEYS))
     if unknown:
@@ -625,7 +625,8 @@ def landscape_panels(grid: Grid, name: str, catalog: dict, scale: str) -> list[t
 
 def landscape_spec(grid: Grid, name: str, catalog: dict, scale: str):
     """The report's LandscapeFigureSpec of one grid figure of kind 'landscape'."""
-    from fedbench.report.landscape import LandscapeFigureSpec, LandscapeSettings
+    from fedbench.metrics.landscape import LandscapeSettings
+    from fedbench.report.landscape import LandscapeFigureSpec
 
     out = grid.outputs("figures")[name]
     return LandscapeFigureSpec(

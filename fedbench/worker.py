@@ -56,6 +56,7 @@ PRELOAD = (
     "fedbench.engine.run",
     "fedbench.engine.checkpoint",
     "fedbench.engine.vectorised",
+    "fedbench.engine.landscape",
     "fedbench.gpu",
     "fedbench.algorithms:ALGORITHMS",
     "fedbench.models:MODELS",

@@ -12,20 +12,17 @@ from typing import Any
 import torch
 
 import fedbench
-from fedbench.algorithms import build_algorithm
 from fedbench.data.base import load_dataset
 from fedbench.data.partition import load_partition
+from fedbench.engine.build import build_run
 from fedbench.engine.checkpoint import Checkpointer, CheckpointPolicy, default_path, spec_hash
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import RunState, run_rounds
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.io import atomic_paths, dump_bytes, jsonl_text, yaml_text
-from fedbench.metrics.objectives import build_objective
-from fedbench.models import build_model
 from fedbench.models.recurrent import choose_recurrent_impl
-from fedbench.rng import Streams, init_streams
+from fedbench.rng import Streams
 
 log = logging.getLogger("fedbench.run")
 
@@ -80,18 +77,8 @@ def execute_run(
     ds = load_dataset(dataset_path)
     part = load_partition(partition_path)
     streams = Streams(spec["seed"])
-    cfg = TrainConfig.from_dict(spec["training"])
-    init_rng = init_streams(streams, cfg.init_seed)
-    algo = build_algorithm(spec["algorithm"]["algorithm"], **spec["algorithm"]["params"])
-    outputs = build_objective(cfg.objective).outputs(ds.num_classes)  # bce_logit: one logit
-    model = build_model(
-        spec["model"]["arch"],
-        input_shape=tuple(ds.x_train.shape[1:]),
-        num_classes=outputs,
-        init_seed=init_rng.torch_seed("init"),
-        extras=ds.extras,
-        **spec["model"]["params"],
-    ).to(dev)
+    parts = build_run(spec, ds, dev, streams)
+    model, algo, cfg = parts.model, parts.algorithm, parts.config
     y_train = ds.y_train if part.labels is None else part.labels  # label noise lives in the split
     fed = Federation.from_arrays(
         ds.x_train,
@@ -148,18 +135,6 @@ def execute_run(
         if state.round < cfg.rounds:
             ckpt.maybe_save(state, before + elapsed)
 
-    def fresh_init(client_id: int) -> dict[str, torch.Tensor]:
-        # Keyed by client in the `init` stream: independent of the global init and of each other.
-        other = build_model(
-            spec["model"]["arch"],
-            input_shape=tuple(ds.x_train.shape[1:]),
-            num_classes=outputs,
-            init_seed=init_rng.torch_seed("init", 1, client_id),
-            extras=ds.extras,
-            **spec["model"]["params"],
-        ).to(dev)
-        return params_of(other)
-
     state = run_rounds(
         algo,
         make_apply(model),
@@ -169,7 +144,7 @@ def execute_run(
         params_of(model),
         diverged,
         executor,
-        fresh_init,
+        parts.fresh_init,
         resume=resumed.state if resumed else None,
         after_round=after_round,
     )

@@ -83,7 +83,8 @@ def test_params_pt_leaves_metrics_unchanged_and_feeds_the_landscape(prepared):
 
     import torch
 
-    from fedbench.report.landscape import LandscapeSettings, compute_run_landscape, load_landscape
+    from fedbench.engine.landscape import compute_run_landscape
+    from fedbench.metrics.landscape import LandscapeSettings, load_landscape
 
     root, catalog = prepared
     out = root / "params"

@@ -19,7 +19,7 @@ from fedbench.grid import (
     output_files,
     resolve_scale,
 )
-from fedbench.report.landscape import LandscapeSettings
+from fedbench.metrics.landscape import LandscapeSettings
 from fedbench.worker import shutdown as shutdown_warm_worker
 
 GRIDS = load_workflow(config, "config")
