@@ -68,7 +68,7 @@ from fedbench.engine.loop import RunState, evaluate_round, run_rounds
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.grid import RunKey, all_runs, load_grid
 from fedbench.io import write_text
-from fedbench.models.superfed import choose_recurrent_impl
+from fedbench.models.recurrent import choose_recurrent_impl
 from fedbench.rng import Streams
 
 # Hyperparameters that only scale a term the algorithm computes anyway: they never change the work.

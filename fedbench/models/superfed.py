@@ -13,9 +13,6 @@ import torch
 from torch import nn
 
 from fedbench.models.recurrent import LSTM_IMPLS, unrolled_lstm
-from fedbench.models.recurrent import (
-    choose_recurrent_impl as choose_recurrent_impl,
-)  # callers' import
 
 
 def _bn(channels: int) -> nn.BatchNorm2d:

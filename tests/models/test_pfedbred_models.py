@@ -14,8 +14,7 @@ from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.models import build_model
-from fedbench.models.recurrent import unrolled_lstm
-from fedbench.models.superfed import choose_recurrent_impl
+from fedbench.models.recurrent import choose_recurrent_impl, unrolled_lstm
 from fedbench.rng import Streams
 
 

@@ -170,7 +170,7 @@ def test_bad_input_shape_is_named(arch, shape):
 
 
 def test_auto_lstm_impl_follows_the_executor():
-    from fedbench.models.superfed import choose_recurrent_impl
+    from fedbench.models.recurrent import choose_recurrent_impl
 
     for executor, want in (("sequential", "native"), ("vectorised", "unrolled")):
         m = build_model("nextchar_lstm", (6,), 12, init_seed=0, vocab_size=12, hidden=16)
