@@ -94,7 +94,7 @@ def test_startup_warm(benchmark, tmp_path):
     log = tmp_path / "server.log"
     with open(log, "w") as out:
         server = subprocess.Popen(
-            [sys.executable, "-m", "fedbench.worker", path, "60", *worker.PRELOAD],
+            worker.server_command(Path(path), 60),
             env=env,
             stdout=out,
             start_new_session=True,

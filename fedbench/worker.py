@@ -27,6 +27,7 @@ This module imports only the standard library: the adapter process must stay lig
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import os
 import pickle
@@ -162,15 +163,18 @@ def _connect(path: Path) -> socket.socket | None:
     return conn
 
 
-def start_server(path: Path, idle: float = IDLE_SECONDS, preload: tuple[str, ...] = PRELOAD):
+def server_command(path: Path, idle: float = IDLE_SECONDS, preload=PRELOAD) -> list[str]:
+    """The command line of a server for `path` (serves until `idle` seconds pass without jobs)."""
+    return [sys.executable, "-m", "fedbench.worker", str(path), str(idle), *preload]
+
+
+def start_server(path: Path) -> None:
     """Start a server for `path` in the background unless one is starting or running."""
-    if _lock_held(path):
-        return None
-    log = path.with_suffix(".log")
-    with open(log, "ab") as out:
-        cmd = [sys.executable, "-m", "fedbench.worker", str(path), str(idle), *preload]
-        return subprocess.Popen(
-            cmd,
+    if _lock_held(path.with_suffix(".lock")):
+        return
+    with open(path.with_suffix(".log"), "ab") as out:
+        subprocess.Popen(
+            server_command(path),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -179,10 +183,8 @@ def start_server(path: Path, idle: float = IDLE_SECONDS, preload: tuple[str, ...
         )
 
 
-def _lock_held(path: Path) -> bool:
-    import fcntl
-
-    lock = path.with_suffix(".lock")
+def _lock_held(lock: Path) -> bool:
+    """Whether a live server holds this lock file."""
     try:
         fd = os.open(lock, os.O_RDWR)
     except FileNotFoundError:
@@ -260,7 +262,6 @@ def _is_open(fd: int) -> bool:
 
 def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     """Import `preload`, then fork a child per request until `idle` seconds pass without jobs."""
-    import fcntl
     import importlib
     import selectors
 
@@ -484,7 +485,7 @@ def shutdown(path: Path | None = None) -> int:
             continue
         if path is None and root != _ROOT:
             continue  # another checkout's server
-        if not _lock_held(lock.with_suffix(".sock")):
+        if not _lock_held(lock):
             with contextlib.suppress(OSError):
                 lock.unlink()  # left by a server that was killed
             continue

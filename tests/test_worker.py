@@ -105,7 +105,7 @@ def _start_server(tmp_path: Path, env: dict[str, str], *preload: str, **server_e
     path = worker.socket_path(env)
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed by the caller's fixture
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fedbench.worker", str(path), "60", *preload],
+        worker.server_command(path, 60, preload),
         env={**env, **server_env},
         cwd=ROOT,
         stdout=log,
