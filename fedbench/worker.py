@@ -64,13 +64,10 @@ PRELOAD = (
     "fedbench.data:SOURCES",
     "fedbench.data.partition",
     "fedbench.data.transform",
+    "fedbench.jobs",
     "fedbench.grid",
     "fedbench.papers",
-    "fedbench.report",
-    "fedbench.report.deviations",
-    "fedbench.report.landscape",
-    "fedbench.report.parallel",
-    "fedbench.report.partitions",
+    "fedbench.outputs:KINDS",
     "matplotlib.pyplot",
 )
 IDLE_SECONDS = 120.0

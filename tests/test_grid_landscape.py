@@ -7,7 +7,9 @@ import pytest
 import yaml
 
 from fedbench.config import ConfigError
-from fedbench.grid import figure_spec, landscape_file, landscape_panels, landscape_spec, load_grid
+from fedbench.grid import load_grid, output_spec
+from fedbench.outputs.landscape import landscape_file, landscape_panels
+from fedbench.report.landscape import LandscapeFigureSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 LANDSCAPE = {
@@ -52,12 +54,11 @@ def test_landscape_panels_files_and_settings(tmp_path, catalog):
     assert landscape_file("smoke", "quick", "figure9", key) == (
         "results/smoke/landscapes/quick/figure9/synthetic-1-1/natural/linear/fedavg/seed1.npz"
     )
-    spec = landscape_spec(grid, "figure9", catalog, "smoke")
+    spec = output_spec(grid, "figures", "figure9", catalog, "smoke")
     assert (spec.settings.points, spec.settings.span) == (3, 0.5)
     assert spec.panels[1][1] == Path(landscape_file("smoke", "quick", "figure9", panels[1][1]))
-    assert landscape_spec(grid, "figure9", catalog, "paper").settings.points == 21
-    with pytest.raises(ConfigError, match="kind landscape"):
-        figure_spec(grid, "figure9", catalog, "smoke")
+    assert output_spec(grid, "figures", "figure9", catalog, "paper").settings.points == 21
+    assert isinstance(spec, LandscapeFigureSpec)  # the figure's kind built it
 
 
 @pytest.mark.parametrize(
@@ -92,6 +93,6 @@ def test_superfed_figure2_4_is_table2_3_cifar10_k100(catalog):
             "superfed-twocnn",
             0,
         )
-    spec = landscape_spec(grid, "figure2_4", catalog, "paper")
+    spec = output_spec(grid, "figures", "figure2_4", catalog, "paper")
     assert (spec.settings.points, spec.settings.span) == (41, 1.0)
-    assert landscape_spec(grid, "figure2_4", catalog, "smoke").settings.points == 5
+    assert output_spec(grid, "figures", "figure2_4", catalog, "smoke").settings.points == 5

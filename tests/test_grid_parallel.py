@@ -5,8 +5,10 @@ from pathlib import Path
 import pytest
 
 from fedbench.algorithms import build_algorithm
-from fedbench.config import ConfigError, resolve_run
-from fedbench.grid import all_runs, cells, figure_spec, load_grid, parallel_points, parallel_spec
+from fedbench.config import resolve_run
+from fedbench.grid import all_runs, cells, load_grid, output_spec
+from fedbench.outputs.parallel import parallel_points
+from fedbench.report.parallel import ParallelFigureSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ("figure5", "figure6", "figure7", "figure8")
@@ -57,7 +59,7 @@ def test_paper_grid_sizes_and_ranges(grid, catalog):
     assert len(sent) == 64 and max(p["eta"] for p in sent) == 0.4
     assert {p["lam"] for p in cifar} == {15} and max(p["eta"] for p in cifar) == 0.5
     assert len(cifar) == 9
-    spec = parallel_spec(grid, "figure8", catalog, "paper")
+    spec = output_spec(grid, "figures", "figure8", catalog, "paper")
     assert [p.label for p in spec.panels] == [
         "Sent140 LSTM -G",
         "Sent140 LSTM -P",
@@ -90,6 +92,5 @@ def test_smoke_draws_two_points_per_panel_and_few_runs(grid, catalog):
     assert extra <= set(all_runs(grid, catalog, "smoke"))
 
 
-def test_figure_spec_refuses_a_parallel_figure(grid, catalog):
-    with pytest.raises(ConfigError, match="parallel_spec"):
-        figure_spec(grid, "figure6", catalog, "smoke")
+def test_a_parallel_figures_spec_comes_from_its_kind(grid, catalog):
+    assert isinstance(output_spec(grid, "figures", "figure6", catalog, "smoke"), ParallelFigureSpec)

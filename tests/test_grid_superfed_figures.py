@@ -7,7 +7,7 @@ import pytest
 
 from fedbench.algorithms import build_algorithm
 from fedbench.config import resolve_run
-from fedbench.grid import all_runs, cells, figure_spec, load_grid, output_files
+from fedbench.grid import all_runs, cells, load_grid, output_files, output_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ def test_figure2_3_is_the_nu_mu_grid(grid, catalog):
         settings.add((algo.mode, algo.nu, algo.mu))
     nus, mus = (0.0, 1.0, 2.0, 5.0), (0.0, 0.01, 0.1, 1.0)
     assert settings == set(product(("mm", "lm"), nus, mus))
-    spec = figure_spec(grid, "figure2_3", catalog, "paper")
+    spec = output_spec(grid, "figures", "figure2_3", catalog, "paper")
     assert (spec.kind, spec.panels, len(spec.columns)) == ("lambda", "cells", 16)
     smoke = cells(grid, "figures", "figure2_3", catalog, "smoke")
     assert sum(len(v) for v in smoke.values()) == 32

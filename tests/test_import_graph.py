@@ -18,17 +18,45 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "fedbench"
 
-# Package-level cycles that still exist (issue 18); the strict xfail below fails once they are gone.
-KNOWN_CYCLES = {frozenset({"fedbench.grid", "fedbench.report"})}
-
+# Layer pairs that must not import each other in this direction (docs/architecture.md).
 FORBIDDEN = [
     ("fedbench.algorithms", "fedbench.engine"),
+    ("fedbench.algorithms", "fedbench.outputs"),
     ("fedbench.models", "fedbench.algorithms"),
     ("fedbench.models", "fedbench.engine"),
     ("fedbench.data", "fedbench.algorithms"),
     ("fedbench.data", "fedbench.engine"),
     ("fedbench.metrics", "fedbench.engine"),
     ("fedbench.engine", "fedbench.report"),
+    ("fedbench.engine", "fedbench.outputs"),
+    ("fedbench.engine", "fedbench.grid"),
+    # The report reads result files and draws: the output kinds hand it everything else.
+    ("fedbench.report", "fedbench.engine"),
+    ("fedbench.report", "fedbench.grid"),
+    ("fedbench.report", "fedbench.config"),
+    ("fedbench.report", "fedbench.outputs"),
+    ("fedbench.report", "fedbench.cells"),
+    # The kinds build on the grid's cells; the grid asks the kinds, never the reverse.
+    ("fedbench.outputs", "fedbench.grid"),
+    ("fedbench.cells", "fedbench.grid"),
+    ("fedbench.cells", "fedbench.outputs"),
+]
+
+
+# docs/architecture.md's layers, top to bottom: a module imports only from layers below its own.
+# (fedbench itself holds only __version__; fedbench.worker is the adapters' standard-library
+# front door and imports nothing of fedbench at module level.)
+LAYERS = [
+    ("fedbench.jobs", "fedbench.record", "fedbench.cost", "fedbench.worker"),
+    ("fedbench.grid",),
+    ("fedbench.outputs",),
+    ("fedbench.cells", "fedbench.report"),
+    ("fedbench.config",),
+    ("fedbench.engine",),
+    ("fedbench.algorithms",),
+    ("fedbench.data", "fedbench.models", "fedbench.metrics", "fedbench.papers"),
+    ("fedbench.tree", "fedbench.rng", "fedbench.io", "fedbench.registry", "fedbench.gpu"),
+    ("fedbench",),
 ]
 
 
@@ -162,19 +190,39 @@ def test_parser_sees_absolute_relative_and_function_level_imports(tmp_path):
     assert ("fedbench.engine", "fedbench.algorithms") in EDGES  # the graph is not empty
 
 
-def test_no_package_cycles_beyond_the_known_ones():
-    new = [_describe(c) for c in sorted(_cycles() - KNOWN_CYCLES, key=sorted)]
-    assert not new, "import cycle between packages:\n" + "\n".join(new)
+def test_no_package_cycles():
+    found = [_describe(c) for c in sorted(_cycles(), key=sorted)]
+    assert not found, "import cycle between packages:\n" + "\n".join(found)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known cycle (issue 18): fedbench.grid imports fedbench.report(.deviations, .landscape, "
-    ".layout); fedbench.report.runs and fedbench.report.deviations import fedbench.grid",
-)
-def test_known_cycles_are_gone():
-    left = [_describe(c) for c in sorted(_cycles() & KNOWN_CYCLES, key=sorted)]
-    assert not left, "known import cycle still there:\n" + "\n".join(left)
+def test_no_module_cycles():
+    """Within a package too: no module reaches itself (a TYPE_CHECKING import counts)."""
+    modules = _modules()
+    graph = {n: {t for t in _imports(n, p) if t in modules and t != n} for n, p in modules.items()}
+    reach = {m: _closure(graph, m) for m in graph}
+    cycles = {
+        " <-> ".join(sorted(m for m in reach[start] if start in reach[m]))
+        for start in graph
+        if start in reach[start]
+    }
+    assert not cycles, "import cycle between modules:\n" + "\n".join(sorted(cycles))
+
+
+def _closure(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for b in graph[todo.pop()] - seen:
+            seen.add(b)
+            todo.append(b)
+    return seen
+
+
+def test_every_import_goes_down_the_documented_layers():
+    level = {node: i for i, layer in enumerate(LAYERS) for node in layer}
+    nodes = {_node(m) for m in _modules()}
+    assert nodes == set(level), "add the new module to LAYERS and docs/architecture.md"
+    up = [_offenders(a, b) for a, b in sorted(EDGES) if b in level and level[a] >= level[b]]
+    assert not up, "import against the layers:\n" + "\n".join(up)
 
 
 @pytest.mark.parametrize(("importer", "imported"), FORBIDDEN)
@@ -190,31 +238,3 @@ def test_no_module_imports_snakemake():
 def test_tree_is_the_bottom_layer():
     bad = [_offenders(a, b) for a, b in sorted(EDGES) if a == "fedbench.tree"]
     assert not bad, "fedbench.tree must import nothing of fedbench:\n" + "\n".join(bad)
-
-
-def _still_there(reason: str):
-    """An edge issue 18 forbids that exists today: a strict xfail, so removing it fails the test
-    until the mark goes too."""
-    return pytest.mark.xfail(strict=True, reason=f"issue 18: {reason}")
-
-
-@pytest.mark.parametrize(
-    ("importer", "imported"),
-    [
-        pytest.param("fedbench.report", "fedbench.engine"),
-        pytest.param(
-            "fedbench.report",
-            "fedbench.grid",
-            marks=_still_there("fedbench.report.runs and fedbench.report.deviations import it"),
-        ),
-        pytest.param(
-            "fedbench.report",
-            "fedbench.config",
-            marks=_still_there(
-                "fedbench.report.deviations, .parallel, .partitions, .runs and .smooth import it"
-            ),
-        ),
-    ],
-)
-def test_report_reads_files_and_imports_no_loop_or_grid(importer, imported):
-    assert (importer, imported) not in EDGES, _offenders(importer, imported)

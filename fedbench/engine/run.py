@@ -75,11 +75,61 @@ def execute_run(
     torch.set_num_threads(threads)
     dev = pick_device(device)
     ds = load_dataset(dataset_path)
-    part = load_partition(partition_path)
     streams = Streams(spec["seed"])
     parts = build_run(spec, ds, dev, streams)
     model, algo, cfg = parts.model, parts.algorithm, parts.config
-    y_train = ds.y_train if part.labels is None else part.labels  # label noise lives in the split
+    fed = _federation(ds, load_partition(partition_path), dev, cfg)
+    executor, why = resolve_executor(cfg.executor, model)
+    lstm_impl = choose_recurrent_impl(model, executor)
+    log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)
+    ckpt = Checkpointer(
+        checkpoint_path or default_path(metrics_path),
+        spec_hash(spec),
+        checkpoint or CheckpointPolicy(),
+        meta={"git_commit": git_commit()},
+    )
+    resumed = _resume(ckpt, dev)
+    progress = _Progress(cfg.rounds, ckpt, resumed)
+    state = run_rounds(
+        algo,
+        make_apply(model),
+        fed,
+        cfg,
+        streams,
+        params_of(model),
+        on_record=_log_divergence,
+        executor=executor,
+        fresh_init=parts.fresh_init,
+        resume=resumed.state if resumed else None,
+        after_round=progress.after_round,
+    )
+    info = {
+        **_run_fields(spec, state, cfg.rounds, algo.personal_protocols, ds, fed.num_clients),
+        "git_commit": ckpt.meta["git_commit"],
+        "torch_version": str(torch.__version__),
+        "python_version": platform.python_version(),
+        "device": str(dev),
+        "executor": executor,
+        "executor_reason": why,
+        **({"lstm_impl": lstm_impl} if lstm_impl is not None else {}),
+        **state.executor_info,
+        "threads": threads,
+        "resumed": resumed is not None,
+        "resumed_from_round": progress.start_round if resumed else None,
+        **({"resumed_from_commit": resumed.meta.get("git_commit")} if resumed else {}),
+        # Wall-clock seconds of the rounds (training and evaluation; not data loading), summed
+        # over the sessions of a resumed run (rounds lost to a kill are not counted).
+        "train_seconds": round(progress.seconds(), 1),
+    }
+    _write_outputs(state, info, metrics_path, run_yaml_path, params_path)
+    ckpt.remove()
+    return info
+
+
+def _federation(ds, part, dev: torch.device, cfg) -> Federation:
+    """The training pool on the device, clients as index tensors into it (label noise lives in
+    the split); augmentation's normalisation applied to the pools once."""
+    y_train = ds.y_train if part.labels is None else part.labels
     fed = Federation.from_arrays(
         ds.x_train,
         y_train,
@@ -91,20 +141,16 @@ def execute_run(
         dev,
         val=part.val,
     )
-    if cfg.augment is not None:  # normalise the pools once; batches are rotated/flipped later
+    if cfg.augment is not None:  # batches are rotated/flipped later, per client
         fed.x, fed.x_test = (
             cfg.augment.normalise_pool(fed.x),
             cfg.augment.normalise_pool(fed.x_test),
         )
-    executor, why = resolve_executor(cfg.executor, model)
-    lstm_impl = choose_recurrent_impl(model, executor)
-    log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)
-    ckpt = Checkpointer(
-        checkpoint_path or default_path(metrics_path),
-        spec_hash(spec),
-        checkpoint or CheckpointPolicy(),
-        meta={"git_commit": git_commit()},
-    )
+    return fed
+
+
+def _resume(ckpt: Checkpointer, dev: torch.device):
+    """The valid checkpoint of this spec to resume from (None: start afresh)."""
     ckpt.clean_temporaries()
     resumed = ckpt.load(dev) if ckpt.policy.every_rounds else None
     if resumed and resumed.meta.get("git_commit") != ckpt.meta["git_commit"]:
@@ -113,80 +159,79 @@ def execute_run(
             resumed.meta.get("git_commit"),
             ckpt.meta["git_commit"],
         )
-    start_round = resumed.state.round if resumed else 0
-    before = resumed.seconds if resumed else 0.0  # wall time of earlier sessions' kept rounds
-    started = time.perf_counter()
+    return resumed
 
-    def diverged(record: dict[str, Any]) -> None:
-        if record["status"] != "ok":
-            log.warning("round %d: %s (%s)", record["round"], record["status"], record["reason"])
 
-    def after_round(state: RunState, train_loss: float) -> None:
-        elapsed = time.perf_counter() - started
-        per_round = elapsed / (state.round - start_round)
+def _log_divergence(record: dict[str, Any]) -> None:
+    if record["status"] != "ok":
+        log.warning("round %d: %s (%s)", record["round"], record["status"], record["reason"])
+
+
+class _Progress:
+    """After each round: one log line with the time per round and the estimate left, and a
+    checkpoint when the policy says so. Times add earlier sessions' kept rounds on resume."""
+
+    def __init__(self, rounds: int, ckpt: Checkpointer, resumed) -> None:
+        self.rounds, self.ckpt = rounds, ckpt
+        self.start_round = resumed.state.round if resumed else 0
+        self.before = resumed.seconds if resumed else 0.0
+        self.started = time.perf_counter()
+
+    def seconds(self) -> float:
+        """Wall-clock seconds of this run's rounds so far, earlier sessions included."""
+        return self.before + time.perf_counter() - self.started
+
+    def after_round(self, state: RunState, train_loss: float) -> None:
+        elapsed = time.perf_counter() - self.started
+        per_round = elapsed / (state.round - self.start_round)
         last = state.records[-1] if state.records else None
         record = last if last is not None and last["round"] == state.round else None
+        eta = per_round * (self.rounds - state.round)
         log.info(
-            progress_line(
-                state.round, cfg.rounds, train_loss, record, per_round * (cfg.rounds - state.round)
-            )
+            progress_line(state.round, self.rounds, train_loss, record, eta)
             + f" s/round {per_round:.2f}"
         )
-        if state.round < cfg.rounds:
-            ckpt.maybe_save(state, before + elapsed)
+        if state.round < self.rounds:
+            self.ckpt.maybe_save(state, self.before + elapsed)
 
-    state = run_rounds(
-        algo,
-        make_apply(model),
-        fed,
-        cfg,
-        streams,
-        params_of(model),
-        diverged,
-        executor,
-        parts.fresh_init,
-        resume=resumed.state if resumed else None,
-        after_round=after_round,
-    )
-    info = {
+
+def _run_fields(
+    spec: dict, state: RunState, rounds: int, protocols, ds, num_clients: int
+) -> dict[str, Any]:
+    """run.yaml's description of the run: names, outcome, data, spec and version."""
+    return {
         "run": {
             k: spec[k]["name"] if isinstance(spec[k], dict) else spec[k]
             for k in ("scale", "dataset", "partition", "model", "algorithm", "seed")
         },
         "status": state.status,
         "diverged_round": state.diverged_round,
-        "rounds": cfg.rounds,
+        "rounds": rounds,
         "rounds_completed": state.round if state.status == "ok" else state.round - 1,
-        "eval_protocols": ["global", *algo.personal_protocols],
+        "eval_protocols": ["global", *protocols],
         "standin": bool(ds.standin),
         "data_provenance": ds.provenance,
-        "num_clients": fed.num_clients,
+        "num_clients": num_clients,
         "spec": spec,
         "fedbench_version": fedbench.__version__,
-        "git_commit": ckpt.meta["git_commit"],
-        "torch_version": str(torch.__version__),
-        "python_version": platform.python_version(),
-        "device": str(dev),
-        "executor": executor,
-        "executor_reason": why,
-        **({"lstm_impl": lstm_impl} if lstm_impl is not None else {}),
-        **state.executor_info,
-        "threads": threads,
-        "resumed": resumed is not None,
-        "resumed_from_round": start_round if resumed else None,
-        **({"resumed_from_commit": resumed.meta.get("git_commit")} if resumed else {}),
-        # Wall-clock seconds of the rounds (training and evaluation; not data loading), summed
-        # over the sessions of a resumed run (rounds lost to a kill are not counted).
-        "train_seconds": round(before + time.perf_counter() - started, 1),
     }
+
+
+def _write_outputs(
+    state: RunState,
+    info: dict[str, Any],
+    metrics_path: str | Path,
+    run_yaml_path: str | Path,
+    params_path: str | Path | None,
+) -> None:
+    """metrics.jsonl, run.yaml and (if asked) params.pt: all or none (a full disk leaves no half
+    file)."""
     files = [metrics_path, run_yaml_path, *([params_path] if params_path is not None else [])]
-    with atomic_paths(*files) as tmps:  # all outputs or none (a full disk leaves no half file)
+    with atomic_paths(*files) as tmps:
         dump_bytes(tmps[0], jsonl_text(state.records).encode())
         dump_bytes(tmps[1], yaml_text(info).encode())
         if params_path is not None:
             torch.save({k: v.detach().cpu() for k, v in state.global_params.items()}, tmps[2])
-    ckpt.remove()
-    return info
 
 
 def _duration(seconds: float) -> str:

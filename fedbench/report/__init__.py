@@ -8,7 +8,8 @@ from fedbench.report.collect import (
     load_run,
     run_series,
 )
-from fedbench.report.figures import FigureSpec, learning_curves
+from fedbench.report.curve_spec import FigureSpec
+from fedbench.report.figures import learning_curves
 from fedbench.report.layout import LayoutError
 from fedbench.report.tables import TableSpec, build_table, write_table
 

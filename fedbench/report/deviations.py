@@ -12,70 +12,15 @@ from __future__ import annotations
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from fedbench.config import ConfigError
 from fedbench.report.collect import RunData, RunDataError, load_run
 from fedbench.report.layout import warning_lines
 
-DEVIATION_FIGURE_KEYS = ("caption", "kind", "protocol", "client", "seeds", "rows", "columns")
-AXIS_KEYS = ("id", "label", "dataset", "partition", "model", "algorithm")
 RECORD_KEY = "per_class_loss"  # what the engine writes (fedbench/engine/per_class.py)
 # Mathtext: DejaVu Sans has no script capitals (𝒢, ℒ).
 YLABEL = {"G": r"$\Delta\mathcal{G}_c$ (loss)", "L": r"$\Delta\mathcal{L}_c$ (loss)"}
-
-
-def validate_deviation_figure(where: str, out: dict, catalog: dict) -> None:
-    """A kind='deviation' figure: its keys, one seed, a client index, and rows × columns whose
-    cells name known runs."""
-    from fedbench.grid import RUN_FIELDS, _as_list, _merge
-
-    unknown = sorted(set(out) - set(DEVIATION_FIGURE_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"{where}: key(s) {unknown} do not apply to a deviation figure (per-class loss "
-            f"deviations of one client); valid: {list(DEVIATION_FIGURE_KEYS)}"
-        )
-    seeds = out.get("seeds")
-    if not isinstance(seeds, list) or len(seeds) != 1 or not _is_index(seeds[0]):
-        raise ConfigError(
-            f"{where}.seeds: a deviation figure draws one run per cell: give one seed, e.g. [0] "
-            f"(got {seeds!r})"
-        )
-    if not _is_index(out.get("client", 0)):
-        raise ConfigError(f"{where}.client: expected a client index >= 0, got {out['client']!r}")
-    if not isinstance(out.get("protocol", "personal"), str):
-        raise ConfigError(f"{where}.protocol: expected a protocol name, got {out['protocol']!r}")
-    for axis in ("rows", "columns"):
-        entries = out.get(axis)
-        if not isinstance(entries, list) or not entries:
-            raise ConfigError(f"{where}: missing key {axis!r} (a non-empty list of mappings)")
-        ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
-        if None in ids or len(set(ids)) != len(ids):
-            raise ConfigError(f"{where}.{axis}: every entry needs a unique 'id'")
-        for e in entries:
-            bad = sorted(set(e) - set(AXIS_KEYS))
-            if bad:
-                raise ConfigError(
-                    f"{where} {axis[:-1]} {e['id']!r}: unknown key(s) {bad}; valid: {AXIS_KEYS}"
-                )
-    for row in out["rows"]:
-        for col in out["columns"]:
-            place = f"{where} cell ({row['id']}, {col['id']})"
-            cell = _merge(row, col, place)
-            for field in RUN_FIELDS:
-                for name in _as_list(cell[field]):
-                    if name not in catalog[field + "s"]:
-                        raise ConfigError(
-                            f"{place}: unknown {field} {name!r}; "
-                            f"valid: {', '.join(sorted(catalog[field + 's']))}"
-                        )
-
-
-def _is_index(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 @dataclass(frozen=True)

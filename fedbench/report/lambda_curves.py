@@ -12,13 +12,13 @@ from __future__ import annotations
 import math
 import re
 import textwrap
-from typing import TYPE_CHECKING
 
 import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from fedbench.report.collect import RunData, RunDataError
+from fedbench.report.curve_spec import FigureSpec
 from fedbench.report.layout import (
     any_standin,
     is_accuracy,
@@ -28,9 +28,6 @@ from fedbench.report.layout import (
     value_scale,
     warning_lines,
 )
-
-if TYPE_CHECKING:
-    from fedbench.report.figures import FigureSpec
 
 LAMBDA_RE = re.compile(r"^lambda(\d+(?:\.\d+)?)$")
 # The thesis' grid (§2.9): every run must hold these, plus any λ another run of the figure holds.

@@ -1,187 +1,23 @@
 """Parallel-coordinates figures of a hyperparameter sweep (pFedBreD's Figures 5-8).
 
-A figure of kind `parallel` names a catalog sweep by its name template (`pfedbred-mh-l{lam}-e{eta}`)
-and the values to draw; each panel is one (column, row) = (dataset-model, protocol) and draws one
-polyline per point of the sweep through the swept values and the point's accuracy (best round
-per run, mean over seeds), coloured by that accuracy on a fixed [0, 1] blue-to-red scale.
-A scale's `caps.sweep_points` draws fewer points (see `select_points`), so CI stays cheap.
+Each panel is one (column, row) = (dataset-model, protocol) and draws one polyline per point of
+the sweep through the swept values and the point's accuracy (best round per run, mean over
+seeds), coloured by that accuracy on a fixed [0, 1] blue-to-red scale. Which points and runs a
+grid's figure of kind `parallel` draws is `fedbench.outputs.parallel`'s.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from fedbench.config import ConfigError, sweep_fields, sweep_name, sweep_tag
-from fedbench.metrics import PACK_STATS
-from fedbench.metrics.names import CLIENT_METRICS
-from fedbench.report.layout import Quantity, is_accuracy, warning_lines
+from fedbench.report.layout import Quantity, warning_lines
 
-PARALLEL_KEYS = ("caption", "kind", "metric", "stat", "round", "seeds", "sweep", "rows", "columns")
-SWEEP_KEYS = ("algorithm", "values", "range", "labels")
-ROW_KEYS = ("id", "label", "protocol")
-COLUMN_KEYS = ("id", "label", "dataset", "partition", "model", "sweep")
 CMAP = "jet"  # blue (0) to red (1), as the paper describes its colours
 ACCURACY_RANGE = (0.0, 1.0)
 PANEL_SIZE = (3.6, 3.0)
-
-
-def _fail(where: str, text: str) -> ConfigError:
-    return ConfigError(f"{where}{text}")
-
-
-def column_sweep(out: dict, col: dict) -> dict[str, Any]:
-    """A column's sweep: the figure's, with the column's `sweep` merged over it per key and axis."""
-    fig, own = out.get("sweep") or {}, col.get("sweep") or {}
-    merged = {"algorithm": own.get("algorithm", fig.get("algorithm"))}
-    for key in ("values", "range", "labels"):
-        merged[key] = {**(fig.get(key) or {}), **(own.get(key) or {})}
-    return merged
-
-
-def _check_sweep_block(where: str, block: Any) -> None:
-    if not isinstance(block, dict):
-        raise _fail(where, f".sweep: expected a mapping, got {block!r}")
-    unknown = sorted(set(block) - set(SWEEP_KEYS))
-    if unknown:
-        raise _fail(where, f".sweep: unknown key(s) {unknown}; valid: {list(SWEEP_KEYS)}")
-    for key in ("values", "range", "labels"):
-        if key in block and not isinstance(block[key], dict):
-            raise _fail(
-                where, f".sweep.{key}: expected a mapping of axis -> ..., got {block[key]!r}"
-            )
-
-
-def validate_parallel_figure(where: str, out: dict, catalog: dict) -> None:
-    """A kind='parallel' figure: its keys, accuracy metric, rows = protocols, columns = (dataset,
-    partition, model), and a sweep whose every point names a catalog algorithm."""
-    unknown = sorted(set(out) - set(PARALLEL_KEYS))
-    if unknown:
-        raise _fail(where, f": unknown key(s) {unknown}; valid: {list(PARALLEL_KEYS)}")
-    for key in ("metric", "stat", "sweep", "rows", "columns"):
-        if key not in out:
-            raise _fail(where, f": missing key {key!r}")
-    if out["metric"] not in CLIENT_METRICS or not is_accuracy(out["metric"]):
-        raise _fail(where, f".metric: an accuracy (top1, top5, ...), got {out['metric']!r}")
-    if out["stat"] not in PACK_STATS:
-        raise _fail(where, f".stat: {out['stat']!r} is not one of {list(PACK_STATS)}")
-    if out.get("round", "best") not in ("best", "final"):
-        raise _fail(where, ".round: must be 'best' or 'final'")
-    _check_sweep_block(where, out["sweep"])
-    for axis, keys in (("rows", ROW_KEYS), ("columns", COLUMN_KEYS)):
-        entries = out[axis]
-        if not isinstance(entries, list) or not entries:
-            raise _fail(where, f".{axis}: expected a non-empty list of mappings")
-        ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
-        if None in ids or len(set(ids)) != len(ids):
-            raise _fail(where, f".{axis}: every entry needs a unique 'id'")
-        for e in entries:
-            bad = sorted(set(e) - set(keys))
-            if bad:
-                raise _fail(where, f" {axis[:-1]} {e['id']!r}: unknown key(s) {bad}; valid: {keys}")
-    for row in out["rows"]:
-        if not isinstance(row.get("protocol"), str):
-            raise _fail(where, f" row {row['id']!r}: needs a 'protocol' (e.g. global, personal)")
-    for col in out["columns"]:
-        place = f"{where} column {col['id']!r}"
-        for field in ("dataset", "partition", "model"):
-            names = col.get(field)
-            for name in names if isinstance(names, list) else [names]:
-                if name not in catalog[field + "s"]:
-                    raise _fail(
-                        place,
-                        f": unknown {field} {name!r}; "
-                        f"valid: {', '.join(sorted(catalog[field + 's']))}",
-                    )
-        if "sweep" in col:
-            _check_sweep_block(place, col["sweep"])
-        _check_column_sweep(place, column_sweep(out, col), catalog)
-
-
-def _check_column_sweep(place: str, sweep: dict, catalog: dict) -> None:
-    template = sweep["algorithm"]
-    if not isinstance(template, str):
-        raise _fail(place, f".sweep.algorithm: a catalog sweep's name template, got {template!r}")
-    try:
-        axes = sweep_fields(template)
-    except ValueError as err:
-        raise _fail(place, f".sweep.algorithm: {err}") from None
-    if not axes:
-        raise _fail(place, f".sweep.algorithm: {template!r} has no {{placeholder}} to sweep")
-    if sorted(sweep["values"]) != sorted(axes):
-        raise _fail(
-            place,
-            f".sweep.values: needs exactly the axes {axes} of {template!r}, "
-            f"got {sorted(sweep['values'])}",
-        )
-    for axis in axes:
-        values = sweep["values"][axis]
-        if not isinstance(values, list) or not values:
-            raise _fail(place, f".sweep.values.{axis}: expected a non-empty list, got {values!r}")
-        try:
-            tags = [sweep_tag(v) for v in values]
-        except ValueError as err:
-            raise _fail(place, f".sweep.values.{axis}: {err}") from None
-        if len(set(tags)) != len(tags):
-            raise _fail(place, f".sweep.values.{axis}: repeated value(s) in {values!r}")
-    for key in ("range", "labels"):
-        bad = sorted(set(sweep[key]) - set(axes))
-        if bad:
-            raise _fail(place, f".sweep.{key}: unknown axis/axes {bad}; valid: {axes}")
-    for axis, span in sweep["range"].items():
-        ok = isinstance(span, list) and len(span) == 2
-        ok = ok and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in span)
-        if not ok or not span[0] < span[1]:
-            raise _fail(place, f".sweep.range.{axis}: expected [low, high] with low < high")
-        outside = [v for v in sweep["values"][axis] if not span[0] <= v <= span[1]]
-        if outside:
-            raise _fail(place, f".sweep.range.{axis}: value(s) {outside} outside {span}")
-    for point in grid_points(sweep["values"], axes):
-        name = sweep_name(template, point)
-        if name not in catalog["algorithms"]:
-            raise _fail(
-                place,
-                f".sweep: algorithm {name!r} is not in the catalog (a catalog entry named "
-                f"{template!r} with a `sweep` of these values defines it)",
-            )
-
-
-def grid_points(values: dict[str, list], axes: list[str]) -> list[dict[str, float]]:
-    """Every point of the axes' cross product, first axis slowest."""
-    return [
-        dict(zip(axes, combo, strict=True))
-        for combo in itertools.product(*(values[a] for a in axes))
-    ]
-
-
-def select_points(values: dict[str, list], axes: list[str], cap: int | None) -> list[dict]:
-    """The points a scale draws: the full cross product, or with a `sweep_points` cap k smaller
-    than it, k points spread evenly along the grid's diagonal (point j takes, on every axis, the
-    value at index round(j (n - 1) / (k - 1)): the first and last values when k = 2)."""
-    full = grid_points(values, axes)
-    if cap is None or cap >= len(full):
-        return full
-    points: list[dict] = []
-    for j in range(cap):
-        frac = j / (cap - 1) if cap > 1 else 0.0
-        point = {a: values[a][round(frac * (len(values[a]) - 1))] for a in axes}
-        if point not in points:
-            points.append(point)
-    return points
-
-
-def axis_range(sweep: dict, axis: str) -> tuple[float, float]:
-    """The axis's drawn range: the sweep's `range`, else [min(0, smallest), largest value]."""
-    if axis in sweep["range"]:
-        lo, hi = sweep["range"][axis]
-        return float(lo), float(hi)
-    values = [float(v) for v in sweep["values"][axis]]
-    lo, hi = min(0.0, min(values)), max(values)
-    return (lo, hi) if hi > lo else (lo, lo + 1.0)
 
 
 @dataclass(frozen=True)

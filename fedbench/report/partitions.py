@@ -14,50 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.config import ConfigError
-
-PARTITION_FIGURE_KEYS = ("caption", "kind", "rows", "columns", "seeds")
 SPLITS = ("train", "test")
-
-
-def validate_partition_figure(where: str, out: dict, catalog: dict) -> None:
-    """A kind='partition' figure: its keys, one seed, rows = splits, columns = (dataset,
-    partition) pairs known to the catalog."""
-    unknown = sorted(set(out) - set(PARTITION_FIGURE_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"{where}: key(s) {unknown} do not apply to a partition figure (client x class "
-            f"counts); valid: {list(PARTITION_FIGURE_KEYS)}"
-        )
-    seeds = out.get("seeds", [0])
-    if not isinstance(seeds, list) or len(seeds) != 1:
-        raise ConfigError(f"{where}.seeds: a partition figure draws one seed's split: give one")
-    for axis in ("rows", "columns"):
-        entries = out.get(axis)
-        if not isinstance(entries, list) or not entries:
-            raise ConfigError(f"{where}: missing key {axis!r} (a non-empty list)")
-        ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
-        if None in ids or len(set(ids)) != len(ids):
-            raise ConfigError(f"{where}.{axis}: every entry needs a unique 'id'")
-    for row in out["rows"]:
-        if row["id"] not in SPLITS:
-            raise ConfigError(f"{where}.rows: id {row['id']!r} is not a split; valid: {SPLITS}")
-    for col in out["columns"]:
-        place = f"{where} column {col['id']!r}"
-        bad = sorted(set(col) - {"id", "label", "dataset", "partition"})
-        if bad:
-            raise ConfigError(
-                f"{place}: unknown key(s) {bad}; valid: id, label, dataset, partition"
-            )
-        for field in ("dataset", "partition"):
-            names = col.get(field)
-            names = names if isinstance(names, list) else [names]
-            for name in names:
-                if name not in catalog[field + "s"]:
-                    raise ConfigError(
-                        f"{place}: unknown {field} {name!r}; "
-                        f"valid: {', '.join(sorted(catalog[field + 's']))}"
-                    )
 
 
 @dataclass(frozen=True)

@@ -1,36 +1,16 @@
-"""A small per-run summary of one table's runs (one CSV row per run), for reproduction records.
+"""Per-run summaries of a table's runs, and runs rebuilt from such a summary (a run record).
 
-    python -m fedbench.report.runs <paper> <table> [--scale S] --out runs.csv [--table-out PREFIX]
-
-`--table-out PREFIX` also writes PREFIX.md / .tex / .csv: the table from the runs that have finished
-(each cell averages the seeds it has, its n printed), marked as partial in a note while runs are
-missing, for recording a grid that spans several sittings before `snakemake` can build it.
-
-`--record CSV` (an earlier `--out` of the same table and scale, often the same file) carries runs
-across machines: a run whose directory is not here but which the record lists as finished keeps
-its record row in `--out` (source "record") and enters the table with its recorded final and
-best-round values (enough for tables with `round: final` or `round: best`; a table that needs
-more of a run, e.g. a per-client spread, refuses it). The table's notes say how many runs came
-from the record.
-
-Per run: its names and seed, status, rounds, wall-clock training seconds and commit (run.yaml),
-and for each protocol the run evaluated, the table's metric/stat (e.g. top1 / wmean) at the final
-round and at the run's best round (with that round). Runs that have not finished are listed with
-status "missing", so the file says what the table is still waiting for.
+`fedbench.record` (`python -m fedbench.record`) writes them for one grid table; the functions
+here read run directories and record files only.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from fedbench.config import load_catalog
-from fedbench.grid import cells, load_grid, resolve_scale, table_spec
-from fedbench.io import write_text
 from fedbench.report.collect import RunData, RunDataError, load_run, run_series
 from fedbench.report.tables import maximises
 
@@ -83,29 +63,6 @@ def summarise_runs(
             row[f"{protocol}_best_round"] = int(best)
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _load(paper: str, config: str):
-    """The catalog and the paper's grid (config/papers/<paper>.yaml beside `config`)."""
-    catalog = load_catalog(config)
-    return catalog, load_grid(Path(config).parent / "papers" / f"{paper}.yaml", catalog)
-
-
-def table_run_dirs(paper: str, table: str, scale: str | None, config: str) -> tuple[list, dict]:
-    """The run directories of one grid table (cells in row-major order), and its spec entry."""
-    dirs, entry, _ = _table_runs(paper, table, scale, config)
-    return dirs, entry
-
-
-def _table_runs(paper: str, table: str, scale: str | None, config: str):
-    """`table_run_dirs` and the resolved scale, from one load of the catalog and grid."""
-    catalog, grid = _load(paper, config)
-    if table not in grid.outputs("tables"):
-        raise SystemExit(f"{paper}: no table {table!r}; tables: {sorted(grid.outputs('tables'))}")
-    scale = resolve_scale(grid, scale)
-    keys = cells(grid, "tables", table, catalog, scale)
-    dirs = [Path(k.folder(scale)) for ks in keys.values() for k in ks]
-    return dirs, grid.outputs("tables")[table], scale
 
 
 RECORD_STATUSES = ("ok", "diverged")
@@ -196,89 +153,3 @@ def merge_record(frame: pd.DataFrame, recorded: dict[Path, pd.Series], dirs: lis
     columns = list(frame.columns)
     columns += [c for r in rows for c in r if c not in columns]
     return pd.DataFrame(rows, columns=list(dict.fromkeys(columns))), taken
-
-
-def write_partial_table(
-    paper: str,
-    table: str,
-    scale: str | None,
-    config: str,
-    prefix: str,
-    recorded: dict[Path, RunData] | None = None,
-):
-    """The grid table from its finished runs only (see the module docstring), those of `recorded`
-    (runs rebuilt from a record, by directory) included where their directory is absent; returns
-    (finished, total) run counts."""
-    import dataclasses
-
-    from fedbench.papers import load_paper_values
-    from fedbench.report import build_table, write_table
-
-    catalog, grid = _load(paper, config)
-    scale = resolve_scale(grid, scale)
-    spec = table_spec(grid, table, catalog, scale)
-    here = {str(p) for v in spec.cells.values() for p in v if (Path(p) / "run.yaml").exists()}
-    from_record = {str(p): run for p, run in (recorded or {}).items() if str(p) not in here}
-    done = {
-        k: [p for p in v if str(p) in here or str(p) in from_record] for k, v in spec.cells.items()
-    }
-    # Distinct runs: two rows may read one run (e.g. a release reading that equals another's +FT).
-    total = len({str(p) for v in spec.cells.values() for p in v})
-    finished = len({str(p) for v in done.values() for p in v})
-    notes = list(spec.notes)
-    if finished < total:
-        notes.append(
-            f"PARTIAL: built from the {finished} of {total} runs that have finished; "
-            "a cell's n says how many seeds it averages"
-        )
-    records = {run.info["recorded_in"] for run in from_record.values()}
-    if from_record:
-        notes.append(
-            f"{len(from_record)} of the {finished} runs read from the run record "
-            f"{', '.join(sorted(records))} (finished on another machine or sitting; their "
-            "directories are not here): their recorded final and best-round values"
-        )
-    spec = dataclasses.replace(spec, cells=done, notes=notes)
-    preloaded = {Path(p): run for p, run in from_record.items()}
-    write_table(build_table(spec, load_paper_values(paper), preloaded), spec, Path(prefix))
-    return finished, total
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fedbench.report.runs", description=__doc__)
-    ap.add_argument("paper")
-    ap.add_argument("table")
-    ap.add_argument("--scale", default=None)
-    ap.add_argument("--config", default="config/config.yaml")
-    ap.add_argument("--out", required=True, help="CSV to write (atomically)")
-    ap.add_argument("--table-out", default=None, help="also write the table from finished runs")
-    ap.add_argument(
-        "--record", default=None, help="an earlier --out: keep its finished runs not found here"
-    )
-    args = ap.parse_args(argv)
-    dirs, out, scale = _table_runs(args.paper, args.table, args.scale, args.config)
-    metric, stat = out["metric"], out["stat"]
-    frame = summarise_runs(dirs, metric, stat, scale)
-    recorded = {}
-    if args.record:
-        rows = read_record(args.record, scale, dirs)
-        frame, taken = merge_record(frame, rows, dirs)
-        recorded = {
-            d: recorded_run(rows[d], d, scale, metric, stat, Path(args.record)) for d in taken
-        }
-    write_text(args.out, frame.round(6).to_csv(index=False, lineterminator="\n"))
-    done = int(frame["status"].isin(RECORD_STATUSES).sum()) if "status" in frame else 0
-    print(
-        f"{args.out}: {len(frame)} runs, {done} finished ({len(recorded)} from the record)",
-        file=sys.stderr,
-    )
-    if args.table_out:
-        finished, total = write_partial_table(
-            args.paper, args.table, args.scale, args.config, args.table_out, recorded
-        )
-        print(f"{args.table_out}.md: from {finished} of {total} runs", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,14 +1,12 @@
-"""A figure's optional `smooth` key: Savitzky-Golay filtering of each run's per-round curve."""
+"""Savitzky-Golay filtering of each run's per-round curve (a figure's `smooth` key, parsed by
+`fedbench.outputs.curves`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
-
-from fedbench.config import ConfigError
 
 SMOOTHERS = ("savgol",)
 SAVGOL_KEYS = ("window", "order")
@@ -44,33 +42,3 @@ class Savgol:
             window, order = self.clipped(n)
             text += f", clipped to window {window}, order {order} for {n} points"
         return text
-
-
-def parse_smooth(where: str, raw: Any) -> Savgol | None:
-    """`{savgol: {window: odd int >= 1, order: 0 <= int < window}}` or None; errors name keys."""
-    if raw is None:
-        return None
-    if not isinstance(raw, dict) or len(raw) != 1:
-        raise ConfigError(
-            f"{where}.smooth: expected one smoother as a mapping, e.g. "
-            f"{{savgol: {{window: 9, order: 2}}}}; valid smoothers: {list(SMOOTHERS)}; got {raw!r}"
-        )
-    ((name, params),) = raw.items()
-    if name not in SMOOTHERS:
-        raise ConfigError(f"{where}.smooth: unknown smoother {name!r}; valid: {list(SMOOTHERS)}")
-    place = f"{where}.smooth.{name}"
-    if not isinstance(params, dict):
-        raise ConfigError(f"{place}: expected a mapping with {list(SAVGOL_KEYS)}, got {params!r}")
-    unknown = sorted(set(params) - set(SAVGOL_KEYS))
-    if unknown:
-        raise ConfigError(f"{place}: unknown key(s) {unknown}; valid: {list(SAVGOL_KEYS)}")
-    for key in SAVGOL_KEYS:
-        value = params.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{place}.{key}: expected an integer >= 0, got {value!r}")
-    window, order = params["window"], params["order"]
-    if window < 1 or window % 2 == 0:
-        raise ConfigError(f"{place}.window: expected an odd integer >= 1, got {window!r}")
-    if order >= window:
-        raise ConfigError(f"{place}.order: must be below the window ({window}), got {order!r}")
-    return Savgol(window, order)

@@ -10,12 +10,12 @@ import pytest
 import yaml
 
 from fedbench.config import ConfigError, load_catalog
-from fedbench.grid import deviation_spec, figure_spec, load_grid
+from fedbench.grid import load_grid, output_spec
+from fedbench.outputs.deviation import DeviationKind
 from fedbench.report.collect import RunDataError
 from fedbench.report.deviations import (
     DeviationFigureSpec,
     deviations,
-    validate_deviation_figure,
     write_deviation_figure,
 )
 
@@ -133,23 +133,22 @@ def _figure(**kw):
     ],
 )
 def test_bad_figures_are_rejected_naming_the_key(change, needle):
-    validate_deviation_figure("g.figure3", _figure(), CATALOG)  # the unchanged one is fine
+    DeviationKind().validate("g.figure3", _figure(), CATALOG)  # the unchanged one is fine
     with pytest.raises(ConfigError, match=needle):
-        validate_deviation_figure("g.figure3", _figure(**change), CATALOG)
+        DeviationKind().validate("g.figure3", _figure(**change), CATALOG)
 
 
 def test_pfedbred_grid_figures_share_table1_runs():
     catalog = load_catalog(ROOT / "config" / "config.yaml")
     grid = load_grid(ROOT / "config" / "papers" / "pfedbred.yaml", catalog)
-    spec = deviation_spec(grid, "figure3", catalog, "paper")
+    spec = output_spec(grid, "figures", "figure3", catalog, "paper")
     table = figure_or_table_runs(grid, catalog)
     assert set(map(str, spec.cells.values())) <= table
     # spec §9.23's methods (pFedMe, Per-FedAvg, FedAMP, lg, meg, mh) x MNIST MCLR / DNN
     rows = {r for r, _ in spec.cells}
     assert rows == {"pfedme", "perfedavg", "fedamp", "lg", "meg", "mh"}
     assert len(spec.cells) == 12 and spec.client == 0
-    with pytest.raises(ConfigError, match="deviation_spec"):
-        figure_spec(grid, "figure3", catalog, "paper")
+    assert isinstance(spec, DeviationFigureSpec)  # the figure's kind built it
     for path in spec.cells.values():
         assert path.name == "seed0"
 

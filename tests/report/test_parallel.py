@@ -8,6 +8,7 @@ from matplotlib import colormaps
 from matplotlib.collections import LineCollection
 
 from fedbench.config import ConfigError
+from fedbench.outputs.parallel import ParallelKind, select_points
 from fedbench.report.layout import Quantity
 from fedbench.report.parallel import (
     CMAP,
@@ -15,8 +16,6 @@ from fedbench.report.parallel import (
     ParallelPanel,
     ParallelPoint,
     make_parallel_figure,
-    select_points,
-    validate_parallel_figure,
     write_parallel_figure,
 )
 
@@ -143,7 +142,7 @@ def _figure(**kw):
 @pytest.mark.parametrize(
     ("change", "needle"),
     [
-        ({"protocol": "global"}, "unknown key"),
+        ({"protocol": "global"}, r"\[.protocol.\] do not apply to a parallel-coordinates figure"),
         ({"metric": "loss"}, r"\.metric: an accuracy"),
         ({"stat": "median"}, r"\.stat"),
         ({"rows": [{"id": "g"}]}, "needs a 'protocol'"),
@@ -175,6 +174,6 @@ def _figure(**kw):
     ],
 )
 def test_bad_parallel_figures_are_rejected_naming_the_key(change, needle):
-    validate_parallel_figure("g.figure5", _figure(), CATALOG)  # the unchanged one is fine
+    ParallelKind().validate("g.figure5", _figure(), CATALOG)  # the unchanged one is fine
     with pytest.raises(ConfigError, match=needle):
-        validate_parallel_figure("g.figure5", _figure(**change), CATALOG)
+        ParallelKind().validate("g.figure5", _figure(**change), CATALOG)

@@ -8,12 +8,12 @@ import pytest
 from fedbench.config import ConfigError
 from fedbench.data.base import ArrayDataset, save_dataset
 from fedbench.data.partition import Partition, save_partition
+from fedbench.outputs.partition import PartitionKind
 from fedbench.report.partitions import (
     PartitionFigureSpec,
     PartitionPanel,
     count_matrix,
     partition_counts,
-    validate_partition_figure,
     write_partition_figure,
 )
 
@@ -49,9 +49,9 @@ def test_count_matrix_by_hand():
     ],
 )
 def test_bad_figures_are_rejected_naming_the_key(change, needle):
-    validate_partition_figure("g.figure9", _figure(), CATALOG)  # the unchanged one is fine
+    PartitionKind().validate("g.figure9", _figure(), CATALOG)  # the unchanged one is fine
     with pytest.raises(ConfigError, match=needle):
-        validate_partition_figure("g.figure9", _figure(**change), CATALOG)
+        PartitionKind().validate("g.figure9", _figure(**change), CATALOG)
 
 
 def _files(tmp_path, noisy=False):
@@ -106,7 +106,8 @@ def test_figure_files_written(tmp_path):
 
 def test_grid_partition_figure_has_files_not_runs():
     from fedbench.config import load_catalog
-    from fedbench.grid import cells, load_grid, partition_panels, partition_spec
+    from fedbench.grid import cells, load_grid, output_spec
+    from fedbench.outputs.partition import partition_panels
 
     cat = load_catalog("config/config.yaml")
     grid = load_grid("config/papers/pfedbred.yaml", cat)
@@ -117,4 +118,4 @@ def test_grid_partition_figure_has_files_not_runs():
         "results/smoke/data/pfedbred-fmnist.npz",
         "results/smoke/partitions/pfedbred-fmnist/pfedbred-fmnist-dir0.01-k40/seed0.npz",
     )
-    assert partition_spec(grid, "figure10", cat, "smoke").splits == ("test", "train")
+    assert output_spec(grid, "figures", "figure10", cat, "smoke").splits == ("test", "train")

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from fedbench.record import main
 from fedbench.report.collect import load_run, run_series
-from fedbench.report.runs import main, summarise_runs
+from fedbench.report.runs import summarise_runs
 
 
 def test_final_and_best_round_per_protocol(runs, tmp_path):
@@ -42,7 +43,7 @@ def test_cli_table_out_builds_the_table_from_the_finished_runs(tmp_path, monkeyp
     import shutil
     from pathlib import Path
 
-    from fedbench.report.runs import table_run_dirs
+    from fedbench.record import table_run_dirs
 
     root = Path(__file__).resolve().parents[2]
     config = str(root / "config" / "config.yaml")
@@ -67,7 +68,7 @@ def test_partial_table_counts_a_run_shared_by_two_rows_once(tmp_path, monkeypatc
     paper's 2-step P): 13 + 3 rows x 2 columns x 5 seeds = 160 cells' runs, 150 distinct."""
     from pathlib import Path
 
-    from fedbench.report.runs import table_run_dirs, write_partial_table
+    from fedbench.record import table_run_dirs, write_partial_table
 
     config = str(Path(__file__).resolve().parents[2] / "config" / "config.yaml")
     monkeypatch.chdir(tmp_path)  # no runs here
@@ -82,7 +83,7 @@ def _quick_table1(tmp_path, monkeypatch, make):
     import shutil
     from pathlib import Path
 
-    from fedbench.report.runs import table_run_dirs
+    from fedbench.record import table_run_dirs
 
     config = str(Path(__file__).resolve().parents[2] / "config" / "config.yaml")
     monkeypatch.chdir(tmp_path)

@@ -11,12 +11,13 @@ import yaml
 from scipy.signal import savgol_filter
 
 from fedbench.config import ConfigError
-from fedbench.grid import figure_spec, load_grid
+from fedbench.grid import load_grid, output_spec
 from fedbench.io import write_jsonl, write_yaml
+from fedbench.outputs.curves import parse_smooth
 from fedbench.report.collect import RunDataError, load_run
 from fedbench.report.figures import FigureSpec, make_figure, seed_curves
 from fedbench.report.layout import LayoutError
-from fedbench.report.smooth import Savgol, parse_smooth
+from fedbench.report.smooth import Savgol
 
 ROOT = Path(__file__).resolve().parents[2]
 # Seven evaluation rounds of a cumulative server objective, two seeds.
@@ -170,7 +171,7 @@ def _aaggff_grid(tmp_path, catalog, **figure):
 
 def test_grid_server_figure_builds_its_spec(tmp_path, catalog):
     grid = _aaggff_grid(tmp_path, catalog, smooth={"savgol": {"window": 9, "order": 2}})
-    spec = figure_spec(grid, "figure9x", catalog, "smoke")
+    spec = output_spec(grid, "figures", "figure9x", catalog, "smoke")
     assert (spec.metric, spec.protocol, spec.stat) == ("objective", "server", "value")
     assert spec.smooth == Savgol(9, 2)
 

@@ -11,15 +11,12 @@ from fedbench.config import (
 from fedbench.data import SOURCES
 from fedbench.grid import (
     OUTPUT_NAME_PATTERNS,
-    cells,
-    landscape_file,
-    landscape_panels,
     load_workflow,
-    partition_panels,
     output_files,
+    output_inputs as grid_output_inputs,
     resolve_scale,
 )
-from fedbench.metrics.landscape import LandscapeSettings
+from fedbench.outputs import landscape as landscape_kind
 from fedbench.worker import shutdown as shutdown_warm_worker
 
 GRIDS = load_workflow(config, "config")
@@ -67,61 +64,29 @@ def run_spec(wildcards):
     )
 
 
-def output_runs(kind):
-    """Input function: the run files of every cell of one table or figure."""
+def output_inputs(section):
+    """Input function: every file one table or figure reads (its kind says which)."""
 
     def inputs(wildcards):
         grid = GRIDS[wildcards.paper]
-        name = getattr(wildcards, kind[:-1])
-        if name not in grid.outputs(kind):
+        name = getattr(wildcards, section[:-1])
+        if name not in grid.outputs(section):
             raise ValueError(
-                f"{wildcards.paper} has no {kind[:-1]} {name!r}; "
-                f"valid: {', '.join(grid.outputs(kind)) or 'none'}"
+                f"{wildcards.paper} has no {section[:-1]} {name!r}; "
+                f"valid: {', '.join(grid.outputs(section)) or 'none'}"
             )
-        runs = cells(grid, kind, name, config, wildcards.scale)
-        keys = dict.fromkeys(k for ks in runs.values() for k in ks)
-        return [
-            f"{k.folder(wildcards.scale)}/{f}"
-            for k in keys
-            for f in ("metrics.jsonl", "run.yaml")
-        ]
+        return grid_output_inputs(grid, section, name, config, wildcards.scale)
 
     return inputs
 
 
-def _landscape_figure(wildcards):
-    """The grid entry of a figure of kind 'landscape' (None for any other figure)."""
-    out = GRIDS[wildcards.paper].outputs("figures").get(wildcards.figure) or {}
-    return out if out.get("kind") == "landscape" else None
-
-
-def landscape_inputs(wildcards):
-    """Input function of a figure: each panel's landscape file (none unless kind landscape)."""
-    if _landscape_figure(wildcards) is None:
-        return []
-    grid, scale = GRIDS[wildcards.paper], wildcards.scale
-    panels = landscape_panels(grid, wildcards.figure, config, scale)
-    return [landscape_file(scale, grid.name, wildcards.figure, k) for _, k in panels]
-
-
-def partition_inputs(wildcards):
-    """Input function of a figure: the data and partition files a kind 'partition' figure draws."""
-    out = GRIDS[wildcards.paper].outputs("figures").get(wildcards.figure) or {}
-    if out.get("kind") != "partition":
-        return []
-    panels = partition_panels(
-        GRIDS[wildcards.paper], wildcards.figure, config, wildcards.scale
-    )
-    return [f for _, data, part in panels for f in (data, part)]
-
-
 def landscape_settings(wildcards):
     """The landscape rule's computing settings (span, points, batch_size) at this scale."""
-    out = _landscape_figure(wildcards)
-    if out is None:
+    grid = GRIDS[wildcards.paper]
+    out = grid.outputs("figures").get(wildcards.figure) or {}
+    if out.get("kind") != "landscape":
         raise ValueError(
             f"{wildcards.paper}: {wildcards.figure} is not a figure of kind landscape"
         )
-    return LandscapeSettings.for_scale(
-        out.get("landscape"), wildcards.scale
-    ).compute_fields()
+    settings = landscape_kind.settings(grid, wildcards.figure, wildcards.scale)
+    return settings.compute_fields()

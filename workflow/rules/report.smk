@@ -3,7 +3,7 @@ PAPER_OUT = "results/{scale}/papers/{paper}"
 
 rule table:
     input:
-        output_runs("tables"),
+        output_inputs("tables"),
     output:
         md=report(
             f"{PAPER_OUT}/{{table}}.md",
@@ -27,15 +27,15 @@ rule table:
         gpu=0,
     params:
         grid=lambda w: GRIDS[w.paper],
+        section="tables",
+        name=lambda w: w.table,
     script:
-        "../scripts/table.py"
+        "../scripts/output.py"
 
 
 rule figure:
     input:
-        output_runs("figures"),
-        landscapes=landscape_inputs,
-        partitions=partition_inputs,
+        output_inputs("figures"),
     output:
         png=report(
             f"{PAPER_OUT}/{{figure}}.png",
@@ -58,8 +58,10 @@ rule figure:
         gpu=0,
     params:
         grid=lambda w: GRIDS[w.paper],
+        section="figures",
+        name=lambda w: w.figure,
     script:
-        "../scripts/figure.py"
+        "../scripts/output.py"
 
 
 # A loss landscape of one run's final global model, with the settings of the figure that shows it.

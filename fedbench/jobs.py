@@ -1,0 +1,133 @@
+"""What each Snakemake job does, in plain arguments.
+
+Each `workflow/scripts/*.py` adapter unpacks `snakemake` and calls one function here, so the
+adapters stay a few lines and every job runs (and is tested) without Snakemake. Imports are local
+to each job: a training job started without the warm worker imports what training needs, not the
+report's plotting libraries.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
+
+
+def _log_to(path: str | Path, fmt: str | None = None) -> None:
+    logging.basicConfig(filename=str(path), level=logging.INFO, format=fmt)
+
+
+def fetch(source: str, out: str | Path, log: str | Path) -> None:
+    """Fetch one source's raw files (verified) into the folder of `out` (its MANIFEST.json)."""
+    from fedbench.data import SOURCES
+
+    _log_to(log)
+    SOURCES[source].fetch(Path(out).parent)
+
+
+def prepare(
+    spec: dict[str, Any],
+    raw_file: str | None,
+    mode: str,
+    standin_size: dict[str, Any],
+    out: str | Path,
+    log: str | Path,
+) -> None:
+    """Load (or generate a stand-in for) one dataset and save it prepared; `raw_file` is its
+    fetched manifest (None for stand-ins and generated sets)."""
+    from fedbench.data import prepare_dataset
+    from fedbench.data.base import save_dataset
+    from fedbench.data.transform import apply_transform
+    from fedbench.rng import Streams
+
+    _log_to(log)
+    raw = Path(raw_file).parent if raw_file else None
+    # Data generation is fixed per dataset (not per run seed): every seed's partition draws from it.
+    rng = Streams(0).generator("standin")
+    params = spec["params"]
+    if mode == "standin":
+        params = {**params, **standin_size}
+    ds = apply_transform(
+        prepare_dataset(spec["source"], params, raw, mode, rng), spec.get("transform")
+    )
+    save_dataset(ds, out)
+    logging.info("%s: %s", spec["name"], ds.provenance)
+
+
+def partition(data: str | Path, spec: dict[str, Any], seed: int, out: str | Path, log) -> None:
+    """Split a prepared dataset into clients with the seed's partition stream."""
+    from fedbench.data.base import load_dataset
+    from fedbench.data.partition import make_partition, save_partition
+    from fedbench.rng import Streams
+
+    _log_to(log)
+    ds = load_dataset(data)
+    rng = Streams(int(seed)).generator("partition")
+    part = make_partition(ds.y_train, ds.groups, spec, rng, ds.num_classes)
+    save_partition(out, part)
+    logging.info("%d clients, sizes %s", len(part.train), [len(t) for t in part.train])
+
+
+def train(
+    spec: dict[str, Any],
+    data: str | Path,
+    partition: str | Path,
+    outputs: dict[str, Any],
+    log: str | Path,
+    threads: int,
+    device: str,
+    gpus: int,
+    checkpoint_every: int,
+) -> None:
+    """Train one run: `outputs` maps metrics, run (and params, when the rule names it) to paths.
+    A job that asked for a GPU holds one of the machine's GPUs (profiles/multigpu: one per GPU)."""
+    import contextlib
+
+    from fedbench.engine.checkpoint import CheckpointPolicy
+    from fedbench.engine.run import execute_run
+    from fedbench.gpu import claim_gpu
+
+    _log_to(log, LOG_FORMAT)
+    with claim_gpu() if device != "cpu" and gpus > 0 else contextlib.nullcontext():
+        execute_run(
+            spec,
+            data,
+            partition,
+            outputs["metrics"],
+            outputs["run"],
+            threads=threads,
+            device=device,
+            params_path=outputs.get("params"),  # absent in a workflow parsed before it existed
+            checkpoint=CheckpointPolicy(every_rounds=int(checkpoint_every)),
+        )
+
+
+def landscape(
+    run: str | Path,
+    params: str | Path,
+    data: str | Path,
+    out: str | Path,
+    settings: dict[str, Any],
+    threads: int,
+    device: str,
+    log: str | Path,
+) -> None:
+    """The loss landscape of one run's final global model as .npz."""
+    from fedbench.engine.landscape import compute_run_landscape
+    from fedbench.metrics.landscape import LandscapeSettings
+
+    _log_to(log, "%(asctime)s %(message)s")
+    compute_run_landscape(run, params, data, out, LandscapeSettings(**settings), threads, device)
+
+
+def render(grid, section: str, name: str, catalog: dict, scale: str, out_file: str | Path):
+    """One table or figure of a grid, whatever its kind, as `out_file` with each of its
+    section's extensions; returns the paths written."""
+    from fedbench.grid import output_spec
+    from fedbench.outputs import kind_of
+
+    kind = kind_of(section, grid.output(section, name))
+    spec = output_spec(grid, section, name, catalog, scale)
+    return kind.render(spec, Path(out_file).with_suffix(""))

@@ -1,0 +1,41 @@
+"""The output kinds by name: one line per kind, each imported on first lookup."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fedbench.config import ConfigError
+from fedbench.registry import LazyRegistry
+
+KINDS: LazyRegistry[Any] = LazyRegistry(
+    {
+        "table": "fedbench.outputs.table:TableKind",
+        "rounds": "fedbench.outputs.curves:RoundsKind",
+        "lambda": "fedbench.outputs.curves:LambdaKind",
+        "landscape": "fedbench.outputs.landscape:LandscapeKind",
+        "partition": "fedbench.outputs.partition:PartitionKind",
+        "parallel": "fedbench.outputs.parallel:ParallelKind",
+        "deviation": "fedbench.outputs.deviation:DeviationKind",
+    },
+    build=lambda cls: cls(),
+)
+DEFAULT_KIND = {"tables": "table", "figures": "rounds"}
+
+
+def kind_of(section: str, out: dict[str, Any], where: str = "") -> Any:
+    """The kind of one grid entry of `section` ("tables" or "figures"); errors name the entry."""
+    name = out.get("kind", DEFAULT_KIND[section])
+    if isinstance(name, str) and name in KINDS and KINDS[name].section == section:
+        return KINDS[name]
+    valid = [k for k in KINDS if KINDS[k].section == section]
+    if isinstance(name, str) and name in KINDS:
+        raise ConfigError(
+            f"{where}.kind: {name!r} is a kind of {KINDS[name].section}, not of {section}; "
+            f"valid here: {valid}"
+        )
+    raise ConfigError(f"{where}.kind: {name!r} is not one of {valid}")
+
+
+def owners(key: str) -> list[Any]:
+    """The kinds whose grid entries take `key`."""
+    return [KINDS[k] for k in KINDS if key in KINDS[k].keys]
