@@ -87,7 +87,8 @@ def test_catalog_files_extend_and_reject_duplicates(tmp_path, catalog):
 
 
 def test_smoke_caps_local_steps_and_batch_size(catalog):
-    # pFedBreD's Sent140 cell: R = 20 steps of batch 400 at paper scale, capped at smoke scale.
+    # pFedBreD's Sent140 cell: R = 20 iterations of batch 400 at paper scale (mh reads two batches
+    # an iteration as released: 40 engine steps), capped at smoke scale.
     paper = resolve_run(
         catalog,
         "paper",
@@ -107,8 +108,8 @@ def test_smoke_caps_local_steps_and_batch_size(catalog):
         0,
     )["training"]
     caps = catalog["scales"]["smoke"]["caps"]
-    assert (paper["local_steps"], paper["batch_size"]) == (20, 400)
-    assert smoke["local_steps"] == min(20, caps["local_steps"]) < 20
+    assert (paper["local_steps"], paper["batch_size"]) == (40, 400)
+    assert smoke["local_steps"] == min(40, caps["local_steps"]) < 40
     assert smoke["batch_size"] == min(400, caps["batch_size"]) < 400
 
 

@@ -21,6 +21,7 @@ from fedbench.tree import Params, weighted_mean
 
 # The official q-FFL code adds this to every loss before the power (fair_flearn qffedavg.py).
 QFFL_EPS = 1e-10
+AFL_VARIANTS = ("code", "whole")
 
 
 def _flat(stacked: Params) -> torch.Tensor:
@@ -71,9 +72,22 @@ def propfair_loss(loss: torch.Tensor, M: float, threshold: float = 0.2) -> torch
     return torch.where(M - loss >= threshold, -torch.log1p(-safe / M), loss / M)
 
 
-def afl_step(lam: np.ndarray, losses: np.ndarray, sampled: np.ndarray, gamma: float) -> np.ndarray:
-    """AFL (Mohri et al. 2019): projected gradient ascent λ ← Proj_Δ(λ + γ F) on the sampled
-    coordinates (the release's update; spec §2.4)."""
+def afl_step(
+    lam: np.ndarray, losses: np.ndarray, sampled: np.ndarray, gamma: float, variant: str = "code"
+) -> np.ndarray:
+    """AFL's projected gradient ascent on λ (Mohri et al. 2019) given the sampled clients' losses
+    F_S (in the order of `sampled`); see `AFL` for the two readings.
+
+    `code`: λ_S ← Proj_Δ(λ_S + γ F_S) on the sampled sub-vector alone, the other entries kept
+    (AAggFF release, src/server/aflserver.py). `whole`: λ ← Proj_Δ(λ + γ g) on the whole
+    K-vector, g = F on the sampled coordinates and 0 elsewhere.
+    """
+    if variant == "code":
+        out = np.array(lam, dtype=np.float64)
+        out[sampled] = project_simplex(out[sampled] + gamma * np.asarray(losses, np.float64))
+        return out
+    if variant != "whole":
+        raise ValueError(f"afl: variant must be one of {AFL_VARIANTS}, got {variant!r}")
     grad = np.zeros_like(lam)
     grad[sampled] = losses
     return project_simplex(lam + gamma * grad)
@@ -95,7 +109,10 @@ def fedmgda_weights(directions: torch.Tensor, eps: float) -> np.ndarray:
 
 def _combine(deltas: Params, weights: torch.Tensor) -> Params:
     """Σ_i w_i δ_i (weights used as given, not renormalised)."""
-    return {k: torch.tensordot(weights.to(v.dtype), v, dims=1) for k, v in deltas.items()}
+    return {
+        k: torch.tensordot(weights.to(device=v.device, dtype=v.dtype), v, dims=1)
+        for k, v in deltas.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -141,22 +158,47 @@ class TERM(Algorithm):
 
 @dataclass(frozen=True)
 class AFL(Algorithm):
-    """Agnostic FL (Mohri et al. 2019; thesis eq. 3.15): min-max over λ ∈ Δ by projected ascent;
-    the sampled clients are aggregated with λ renormalised over them (= λ itself at C = 1)."""
+    """Agnostic FL (Mohri et al. 2019; thesis eq. 3.15): min over θ, max over λ ∈ Δ_{K-1} of
+    Σ_i λ_i F_i(θ), λ by projected gradient ascent with step γ on the sampled clients' losses F_i
+    (the global model's loss on client i's training split, `needs_pre_loss`), one λ_i per client
+    kept across rounds; the server adds η_s Σ_{i∈S} w_i δ_i to the global model.
+
+    `variant: code` (default; the AAggFF release, src/server/aflserver.py, which produced Table
+    3.6): λ starts at C·1_K (FedavgServer's mix_coefs; C = |S|/K, the release's C whenever C·K is
+    a whole number); each round only the sampled sub-vector is projected, λ_S ← Proj_Δ(λ_S +
+    γ F_S), the unsampled entries keep their values, and w = λ_S as projected (it sums to 1; not
+    renormalised). `variant: whole`: λ starts at 1/K and the whole K-vector is projected,
+    λ ← Proj_Δ(λ + γ g) with g_i = F_i on S and 0 elsewhere; w = λ_S / Σ_S λ. With every client
+    sampled (C = 1, every AFL cell of the thesis) the two agree: Proj_Δ(v + c·1) = Proj_Δ(v), so
+    the starting value drops out after the first projection (to float rounding).
+    """
 
     name: ClassVar[str] = "afl"
     needs_pre_loss: ClassVar[bool] = True
     gamma: float = 0.01
+    variant: str = "code"
     server_lr_compensation: bool = False  # the AAggFF release's η_s · lr_1 / lr_t
+
+    def __post_init__(self):
+        if self.variant not in AFL_VARIANTS:
+            raise ValueError(f"afl: variant must be one of {AFL_VARIANTS}, got {self.variant!r}")
 
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
         K = ctx.num_clients
         ids = np.asarray(ctx.client_ids)
         eta, state = compensated_lr(1.0, self.server_lr_compensation, ctx, server_state)
-        lam = np.asarray(state.get("lam", torch.full((K,), 1.0 / K)), dtype=np.float64)
-        lam = afl_step(lam, messages["pre_loss"].cpu().numpy(), ids, self.gamma)
+        if "lam" in state:
+            lam = np.asarray(state["lam"], dtype=np.float64)
+        elif self.variant == "code":
+            lam = np.full(K, len(ids) / K)
+        else:  # float32's 1/K, as this reading always started: earlier runs' numbers hold
+            lam = np.asarray(torch.full((K,), 1.0 / K), dtype=np.float64)
+        lam = afl_step(lam, messages["pre_loss"].cpu().numpy(), ids, self.gamma, self.variant)
         w = torch.as_tensor(lam[ids])
-        up = weighted_mean(messages["delta"], w) if w.sum() > 0 else None
+        if self.variant == "code":
+            up = _combine(messages["delta"], w)
+        else:
+            up = weighted_mean(messages["delta"], w) if w.sum() > 0 else None
         new = (
             global_params if up is None else {k: v + eta * up[k] for k, v in global_params.items()}
         )

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from torch.func import grad
+from torch.func import grad, grad_and_value
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
 from fedbench.algorithms.pfedme import PFedMe, write_term
@@ -14,6 +14,7 @@ from fedbench.tree import Apply, Params, tree_sub, tree_zeros_like
 
 PRIORS = ("lg", "meg", "mh")
 VARIANTS = ("code", "paper")
+BATCHES = ("two", "one")
 
 
 def half_sq(x: Params) -> torch.Tensor:
@@ -39,7 +40,7 @@ def bregman(x: Params, y: Params, g=half_sq, grad_g=identity) -> torch.Tensor:
 class PFedBreD(Algorithm):
     """pFedBreD_ns (Shi et al. 2023, Alg. 1 with the Gaussian prior, first order: Dμ ≈ I).
 
-    Per local step on batch B: the prior mean μ by `prior` (Eq. 14): lg μ = w - η_α∇f(w;B),
+    Per local iteration on batch B: the prior mean μ by `prior` (Eq. 14): lg μ = w - η_α∇f(w;B),
     meg μ = w - η(w_mem - θ_i), mh = both; θ_i ← `prox_iters` steps of size `alpha` on
     f(θ;B) + λ D_g*(θ, μ) (the Bregman prox map); w takes the engine's SGD step (lr = α_m) on
     ∇F_i ≈ λ∇_μ D_g*(θ_i, μ) = λ(μ - θ_i). θ_i and w_mem (w after the client's previous local
@@ -48,23 +49,33 @@ class PFedBreD(Algorithm):
 
     `variant: code` (default; the released code produced Tables 1-2, spec §9.3): the prox loop is
     warm-started at μ (lg), w (meg) or u (mh); mh's loss gradient is the FO-MAML step
-    u = w - η_α∇f(w - η_α∇f(w;B)) (Eq. 24 with η̃_α = η_α/η, η̃ = η_α), μ = u - η(w_mem - θ_i) and
-    w's step starts from u (§1.9). Deviation: the release draws a second batch for the inner
-    gradient; here both gradients use the step's batch. `variant: paper` (§1.8): the prox loop
-    starts from θ_{i,r-1}; mh is the plain sum of the lg and meg terms.
-    lg's η_α is `eta_alpha` in both variants (0.01, the paper; §9.4): the release's lg used
-    η = 0.05, which `eta_alpha: 0.05` reproduces.
+    u = w - η_α∇f(w') with w' = w - η_α∇f(w) (Eq. 24 with η̃_α = η_α/η, η̃ = η_α),
+    μ = u - η(w_mem - θ_i) and w's step starts from u (§1.9). `batches` says which data mh's
+    iteration reads (code only; lg, meg and `variant: paper` read one batch per iteration):
+    `two` (default; localpFedBreD_ns_mh.py draws two consecutive batches of its loader per
+    iteration) pairs the engine's steps: the first of a pair (B1) only takes ∇f(w; B1) (w, its
+    momentum and weight decay frozen that step, as `step_noise` marks), the second (B2) takes
+    ∇f(w'; B2), the K prox steps, w's update and the FT step on B2. So R iterations are 2R engine
+    steps of the batch size (`training.local_steps: 40` for R = 20), and a pair may straddle an
+    epoch's end, its short last batch in place, as with the release's loader (whose passes also
+    run on across rounds; the engine starts each round's, for every method). `one` (fedbench's
+    earlier reading): one step per iteration, both gradients and the prox steps on its batch, R
+    steps reading half the release's data.
+    `variant: paper` (§1.8): the prox loop starts from θ_{i,r-1}; mh is the plain sum of the lg
+    and meg terms. lg's η_α is `eta_alpha` in both variants (0.01, the paper; §9.4): the
+    release's lg used η = 0.05, which `eta_alpha: 0.05` reproduces.
     `beta` = 2 is the AM trick (C.4). `ft` (FT trick, §9.11): protocol `personal` evaluates θ_i
-    after one more SGD step of `ft_lr` on the client's last local batch, not kept for training.
+    after one more SGD step of `ft_lr` on the client's last local batch (mh two: its B2), not
+    kept for training.
     `train_all` (§9.6; release and Alg. 1 line 4): all N clients train each round, only the
     sampled ones are aggregated; false = only sampled clients train (memory = last participation).
     Protocol `global` is the paper's G, `personal` (θ_i) its P (§1.11; P is the weighted mean).
-    Each client also sends its last local step's envelope gradient v_i = λ(μ_{i,R} - θ_{i,R})
+    Each client also sends its last iteration's envelope gradient v_i = λ(μ_{i,R} - θ_{i,R})
     (mh code: without the FO-MAML step), and the server logs the sampled clients' GCE (Fig. 2)
     and, when every client trains, all N clients' (`gce_all`, spec §9.22).
-    Only w is a trained parameter: θ_i, the envelope gradient and the FT model are carry entries
-    that each local step replaces (`carry_updates`), so the engine's momentum and weight decay,
-    where a run sets them, act on w alone.
+    Only w is a trained parameter: θ_i, the envelope gradient, the FT model and (mh two) B1's
+    gradient are carry entries that local steps replace (`carry_updates`), so the engine's
+    momentum and weight decay, where a run sets them, act on w alone.
     """
 
     name: ClassVar[str] = "pfedbred"
@@ -73,6 +84,7 @@ class PFedBreD(Algorithm):
     carry_updates: ClassVar[bool] = True
     prior: str = "mh"
     variant: str = "code"
+    batches: str = "two"
     lam: float = 15.0
     eta: float = 0.05
     eta_alpha: float = 0.01
@@ -87,6 +99,7 @@ class PFedBreD(Algorithm):
         checks = {
             "prior": self.prior in PRIORS,
             "variant": self.variant in VARIANTS,
+            "batches": self.batches in BATCHES,
             "lam": self.lam >= 0,
             "eta": self.eta >= 0,
             "eta_alpha": self.eta_alpha >= 0,
@@ -104,6 +117,11 @@ class PFedBreD(Algorithm):
     @property
     def train_all_clients(self) -> bool:
         return self.train_all
+
+    @property
+    def two_batch(self) -> bool:
+        """Whether each iteration spans two engine steps (mh's code variant, `batches: two`)."""
+        return self.batches == "two" and self.prior == "mh" and self.variant == "code"
 
     @property
     def memorised(self) -> bool:
@@ -128,7 +146,27 @@ class PFedBreD(Algorithm):
             carry["ft"] = client_state["theta"]
         if self.memorised:
             carry["mem"] = client_state["mem"]
+        if self.two_batch:
+            carry["grad"] = tree_zeros_like(global_params)  # the previous step's ∇f (B1's)
         return dict(global_params), carry
+
+    def step_noise(self, rng, ctx: ClientContext, global_params):
+        """mh two: 1 at the second step of each pair (B2), 0 at the first (B1); else None.
+        Deterministic, so `rng` is not used."""
+        if not self.two_batch:
+            return None
+        if ctx.steps_per_epoch == 0 and ctx.num_steps % 2:
+            raise ValueError(
+                "pfedbred batches: two pairs the local steps (B1, B2): training.local_steps "
+                f"must be even (2R for R iterations), got {ctx.num_steps}"
+            )
+        return (torch.arange(ctx.num_steps) % 2).float()
+
+    def update_mask(self, params, carry, noise):
+        # mh two: w (its momentum and weight decay too) stays put at a pair's first step.
+        if not self.two_batch:
+            return None
+        return dict.fromkeys(params, noise)
 
     def prior_mean(
         self, f, w: Params, theta: Params, mem: Params | None
@@ -150,17 +188,8 @@ class PFedBreD(Algorithm):
             mu = {k: torch.add(mu[k], mem[k] - theta[k], alpha=-self.eta) for k in mu}
         return mu, base, g_code
 
-    def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
-        def f(q: Params) -> torch.Tensor:
-            return self.data_loss(apply, q, batch)
-
-        w = {k: v.detach() for k, v in params.items()}
-        prev = carry["theta"]
-        mu, base, g_code = self.prior_mean(f, w, prev, carry.get("mem"))
-        if self.variant == "code":
-            theta = mu if self.prior == "lg" else dict(base)
-        else:
-            theta = prev
+    def prox(self, f, theta: Params, mu: Params) -> Params:
+        """θ after `prox_iters` steps of size α on f(θ) + λ D_g*(θ, μ), detached."""
         # ∇_θ [f(θ) + λ D_g*(θ, μ)] = ∇f(θ) + λ (∇g*(θ) - ∇g*(μ)) = ∇f(θ) + λ (θ - μ) for the
         # Gaussian g* (∇g* = identity), so a step is lerp(θ, μ, αλ) - α ∇f(θ): two fused ops
         # (these updates dominate a round's memory traffic).
@@ -172,7 +201,22 @@ class PFedBreD(Algorithm):
                 )
                 for k in theta
             }
-        theta = {k: v.detach() for k, v in theta.items()}
+        return {k: v.detach() for k, v in theta.items()}
+
+    def local_loss(self, apply: Apply, params: Params, batch: Batch, carry: State, noise):
+        def f(q: Params) -> torch.Tensor:
+            return self.data_loss(apply, q, batch)
+
+        if self.two_batch:
+            return self.two_batch_loss(f, params, carry, noise)
+        w = {k: v.detach() for k, v in params.items()}
+        prev = carry["theta"]
+        mu, base, g_code = self.prior_mean(f, w, prev, carry.get("mem"))
+        if self.variant == "code":
+            theta = mu if self.prior == "lg" else dict(base)
+        else:
+            theta = prev
+        theta = self.prox(f, theta, mu)
         # ∇F_i ≈ λ ∇²g*(μ)[μ - θ_i] = λ (μ - θ_i) (Eq. 13 with Dμ ≈ I, ∇²g* = I).
         diff, scale = {k: mu[k] - theta[k] for k in mu}, self.lam
         if g_code is not None:
@@ -186,6 +230,48 @@ class PFedBreD(Algorithm):
         if self.ft:
             gt = grad(f)(theta)
             updates["ft"] = {k: theta[k] - self.ft_lr * gt[k] for k in theta}
+        return loss, updates
+
+    def two_batch_loss(self, f, params: Params, carry: State, noise):
+        """One engine step of mh's two-batch iteration (localpFedBreD_ns_mh.py `train`).
+
+        B1 (noise 0): g = ∇f(w; B1), kept in the carry; no update. B2 (noise 1): w' = w - η_α g,
+        u = w - η_α∇f(w'; B2), μ = u - η(w_mem - θ_i), θ_i ← K prox steps on B2 from u, w's step
+        to u - lr λ(μ - θ_i). Both roles are computed and one kept (torch.where), so the same
+        code runs one client or all under vmap.
+        """
+        if noise is None:
+            raise ValueError("pfedbred batches: two needs the step marks of `step_noise`")
+        second = noise > 0.5
+        w = {k: v.detach() for k, v in params.items()}
+        # The step's gradient point: w at B1, w' = w - η_α ∇f(w; B1) at B2.
+        point = {k: torch.where(second, w[k] - self.eta_alpha * carry["grad"][k], w[k]) for k in w}
+        g, value = grad_and_value(f)(point)
+        u = {k: w[k] - self.eta_alpha * g[k] for k in w}
+        prev = carry["theta"]
+        mu = {k: torch.add(u[k], carry["mem"][k] - prev[k], alpha=-self.eta) for k in u}
+        theta = self.prox(f, dict(u), mu)
+        # w ← u - lr λ (μ - θ_i) = w - lr (λ (μ - θ_i) + η_α g / lr); nothing at B1.
+        extra = self.eta_alpha / carry["lr"]
+        diff = {
+            k: torch.where(
+                second, self.lam * (mu[k] - theta[k]) + extra * g[k], torch.zeros_like(w[k])
+            )
+            for k in w
+        }
+        envelope = f(theta) + self.lam * bregman(theta, mu)
+        loss = torch.where(second, envelope, value).detach() + write_term(params, diff)
+        env = {k: self.lam * (mu[k] - theta[k]) for k in mu}
+        updates = {
+            "grad": g,
+            "theta": {k: torch.where(second, theta[k], prev[k]) for k in theta},
+            "env": {k: torch.where(second, env[k], carry["env"][k]) for k in env},
+        }
+        if self.ft:
+            gt = grad(f)(theta)
+            updates["ft"] = {
+                k: torch.where(second, theta[k] - self.ft_lr * gt[k], carry["ft"][k]) for k in theta
+            }
         return loss, updates
 
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):

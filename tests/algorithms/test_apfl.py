@@ -35,7 +35,8 @@ def _softmax(z):
 
 @pytest.mark.parametrize("kw", [{"alpha": 0.0}, {"alpha": 0.25}, {"adaptive_alpha": True}])
 def test_federated_model_equals_fedavg(kw, tiny):
-    # α = 0 is FedAvg; since w is detached in the mixture, so is every α (release form).
+    # α = 0 is FedAvg; since w is a constant in the mixture, so is every α (`variant: paper`;
+    # the release reading: test_apfl_release.py).
     a, b = _run(build_algorithm("apfl", **kw), tiny), _run(build_algorithm("fedavg"), tiny)
     for k, v in a.global_params.items():
         torch.testing.assert_close(v, b.global_params[k], rtol=0, atol=1e-6)

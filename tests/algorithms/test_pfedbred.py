@@ -53,7 +53,8 @@ def test_gaussian_bregman_is_half_squared_distance():
 #  meg:       μ = 3 - 0.5 (4 - 2) = 2.0
 #  mh paper:  μ = 3 - 0.4 - 1.0 = 1.6
 #  mh code:   w' = 3 - 0.4 = 2.6, ∇f(w') = 2 * 1.6 = 3.2, u = 3 - 0.1 * 3.2 = 2.68,
-#             μ = u - 0.5 (4 - 2) = 1.68
+#             μ = u - 0.5 (4 - 2) = 1.68 (one batch: this loss has no data; the release's two
+#             batches are test_pfedbred_mh_release.py's)
 @pytest.mark.parametrize(
     "prior, variant, mu, base",
     [
@@ -73,7 +74,8 @@ def test_prior_means_on_a_quadratic(prior, variant, mu, base):
     assert got_base["w"].item() == pytest.approx(base, abs=1e-6)
 
 
-# One local step, K = 1, α = 0.1, λ = 2, lr = 0.1 (μ from the table above):
+# One local step, K = 1, α = 0.1, λ = 2, lr = 0.1 (μ from the table above; mh code with
+# `batches: one`):
 #  mh code:  θ = u = 2.68; θ ← 2.68 - 0.1 (2 (2.68 - 1) + 2 (2.68 - 1.68)) = 2.68 - 0.536 = 2.144;
 #            w ← u - lr λ (μ - θ) = 2.68 - 0.2 (1.68 - 2.144) = 2.7728
 #  mh paper: θ = θ_{i,r-1} = 2; θ ← 2 - 0.1 (2 (2 - 1) + 2 (2 - 1.6)) = 1.72;
@@ -91,7 +93,14 @@ def test_prior_means_on_a_quadratic(prior, variant, mu, base):
 )
 def test_one_local_step_on_a_quadratic(prior, variant, theta, w, env):
     algo = Quad(
-        prior=prior, variant=variant, eta_alpha=0.1, eta=0.5, lam=2.0, alpha=0.1, prox_iters=1
+        prior=prior,
+        variant=variant,
+        batches="one",
+        eta_alpha=0.1,
+        eta=0.5,
+        lam=2.0,
+        alpha=0.1,
+        prox_iters=1,
     )
     ctx = ClientContext(0, 1, 0.1, 1, num_train=1, num_steps=1)
     state = {"theta": _t(2.0), "mem": _t(4.0)}
@@ -119,11 +128,19 @@ def test_fedavg_limit(prior, tiny):
     lr λ (μ - θ) = lr λ α ∇f(w) = lr ∇f(w), FedAvg's SGD step (momentum and weight decay act on it
     alike); mh's extra step η_α ∇f(w') vanishes. Only sampled clients are aggregated, and each
     client's batches do not depend on who else trains, so the global models agree every round.
+    mh with one batch per step (`batches: two` leaves w still at each pair's first step).
     """
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG, momentum=0.9, weight_decay=1e-3)
     algo = build_algorithm(
-        "pfedbred", prior=prior, eta=0.0, eta_alpha=0.0, prox_iters=1, lam=2.0, alpha=0.5
+        "pfedbred",
+        prior=prior,
+        batches="one",
+        eta=0.0,
+        eta_alpha=0.0,
+        prox_iters=1,
+        lam=2.0,
+        alpha=0.5,
     )
     ours = run_rounds(algo, apply, fed, cfg, Streams(3), p0, executor="sequential")
     ref = run_rounds(
@@ -135,21 +152,23 @@ def test_fedavg_limit(prior, tiny):
 
 
 def _one_client(algo, tiny):
+    # Four steps (two of mh's two-batch iterations), the step marks as the engine draws them.
     fed, apply, p0 = tiny
-    plan = batch_plan(fed.train[0], 4, Streams(2).generator("batches", 1, 0), epochs=1)
-    ctx = ClientContext(0, 1, 0.1, 1, num_train=9, num_steps=len(plan), steps_per_epoch=3)
+    plan = batch_plan(fed.train[0], 4, Streams(2).generator("batches", 1, 0), steps=4)
+    ctx = ClientContext(0, 1, 0.1, 1, num_train=9, num_steps=len(plan))
     state = algo.init_client_state(0, p0, None)
     params, carry = algo.client_begin(p0, {}, state, ctx)
+    noise = algo.step_noise(None, ctx, p0)
     params, carry, _ = local_train_carry(
-        algo, apply, params, carry, fed.x, fed.y, plan, 0.1, 0.0, 0.0
+        algo, apply, params, carry, fed.x, fed.y, plan, 0.1, 0.0, 0.0, noise
     )
     message, state = algo.client_end(p0, params, carry, state, ctx)
     return plan, message, state
 
 
 def test_ft_tunes_only_the_evaluated_personal_model(tiny):
-    # FT: θ_i is evaluated after one more SGD step (ft_lr) on the client's last batch; what is
-    # sent and what θ_i and w_mem carry to the next round are unchanged.
+    # FT: θ_i is evaluated after one more SGD step (ft_lr) on the client's last batch (mh's
+    # last B2); what is sent and what θ_i and w_mem carry to the next round are unchanged.
     fed, apply, p0 = tiny
     _, msg0, st0 = _one_client(build_algorithm("pfedbred"), tiny)
     algo = build_algorithm("pfedbred", ft=True, ft_lr=0.3)
@@ -267,6 +286,7 @@ def test_executors_agree_on_other_settings(kw, tiny, assert_executors_agree):
     [
         ("prior", "xx"),
         ("variant", "release"),
+        ("batches", "2"),
         ("lam", -1.0),
         ("eta", -0.1),
         ("eta_alpha", -0.1),
