@@ -10,6 +10,7 @@ from fedbench.registry import LazyRegistry
 KINDS: LazyRegistry[Any] = LazyRegistry(
     {
         "table": "fedbench.outputs.table:TableKind",
+        "cdf_responses": "fedbench.outputs.cdf_table:CdfResponsesKind",
         "rounds": "fedbench.outputs.curves:RoundsKind",
         "lambda": "fedbench.outputs.curves:LambdaKind",
         "landscape": "fedbench.outputs.landscape:LandscapeKind",
