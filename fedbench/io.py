@@ -1,10 +1,13 @@
-"""Atomic file writes: nothing half-written is ever left at the destination."""
+"""Atomic file writes: nothing half-written is ever left at the destination; and how to write
+again a file of the workflow that was found missing or damaged."""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
+import shlex
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -94,3 +97,65 @@ def read_jsonl(path: str | os.PathLike) -> list[dict]:
     """Read a JSON-lines file."""
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+# The files the Snakemake job running in this process writes (`fedbench.jobs` sets them): naming
+# them as targets reruns that job. Empty outside a job (a library call, a test).
+_JOB_TARGETS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar(
+    "fedbench_job_targets", default=()
+)
+
+
+@contextlib.contextmanager
+def job_targets(*paths: str | os.PathLike) -> Iterator[None]:
+    """Within the block, the running job writes `paths` (what `rewrite_advice` names)."""
+    token = _JOB_TARGETS.set(tuple(str(p) for p in paths))
+    try:
+        yield
+    finally:
+        _JOB_TARGETS.reset(token)
+
+
+def rerun_command(*targets: str | os.PathLike, forcerun: str | os.PathLike | None = None) -> str:
+    """The snakemake command line that (re)builds `targets`, first forcing `forcerun` (a file)."""
+    words = ["snakemake", "--cores", "all", *(str(t) for t in targets)]
+    if forcerun is not None:  # after the targets: --forcerun takes every word that follows it
+        words += ["--forcerun", str(forcerun)]
+    return shlex.join(words)
+
+
+def rewrite_advice(path: str | os.PathLike, rule: str) -> str:
+    """How to write again a missing or damaged file that the workflow's `rule` writes, ending
+    with the command to run as written.
+
+    Inside a job, the command also reruns that job: Snakemake would not, when the job's outputs
+    were removed on its failure and a table or figure made earlier from them is still there
+    (an output whose input is missing counts as up to date), so deleting the file and rerunning
+    the grid's target would do nothing. `--forcerun FILE` writes the file again, whether it is
+    there or not, and reruns every job of the targets that reads it."""
+    targets = _JOB_TARGETS.get()
+    if not targets:
+        return f"run this to write it again (its {rule} rule): {rerun_command(path, forcerun=path)}"
+    return (
+        f"run this to write it again (its {rule} rule) and rerun the job that read it, then run "
+        f"your own snakemake command again: {rerun_command(*targets, forcerun=path)}"
+    )
+
+
+class DamagedFile(ValueError):
+    """A file the workflow wrote is damaged (truncated, altered, unreadable); the message names
+    it and ends with the command that writes it again (`advice`)."""
+
+    def __init__(self, path: str | os.PathLike, problem: str, rule: str):
+        self.path, self.rule = Path(path), rule
+        self.advice = rewrite_advice(path, rule)
+        super().__init__(f"{problem}; {self.advice}")
+
+
+class MissingFile(FileNotFoundError):
+    """A file the workflow writes is not there; the message ends with the command that writes
+    it (`advice`)."""
+
+    def __init__(self, path: str | os.PathLike, what: str, rule: str):
+        self.advice = rewrite_advice(path, rule)
+        super().__init__(f"{what} file {path} does not exist; {self.advice}")

@@ -8,23 +8,57 @@ report's plotting libraries.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(message)s"
 
 
-def _log_to(path: str | Path, fmt: str | None = None) -> None:
-    logging.basicConfig(filename=str(path), level=logging.INFO, format=fmt)
+@contextlib.contextmanager
+def _job(log: str | Path | None, targets: list, fmt: str = LOG_FORMAT) -> Iterator[None]:
+    """Run a job's body logging to its `log` file (Snakemake's `log:`); `targets` are files it
+    writes (naming them to snakemake reruns it). A failure goes to the log with its traceback,
+    then, as the log's last line, what to do; and is raised on, so the terminal shows it too."""
+    from fedbench.io import job_targets, rerun_command
+
+    root = logging.getLogger()
+    level, handler = root.level, None
+    if log is not None:
+        handler = logging.FileHandler(log)
+        handler.setFormatter(logging.Formatter(fmt))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+        logging.captureWarnings(True)
+    try:
+        with job_targets(*targets):
+            yield
+    except Exception as err:
+        logging.exception("the job failed:")
+        advice = getattr(err, "advice", None) or (
+            "fix the cause of the error above, then run this job again with: "
+            + rerun_command(*targets)
+        )
+        logging.error("what to do: %s", advice)
+        raise
+    finally:
+        if handler is not None:  # a job called in a longer process (a test) leaves no trace
+            logging.captureWarnings(False)
+            root.removeHandler(handler)
+            root.setLevel(level)
+            handler.close()
 
 
 def fetch(source: str, out: str | Path, log: str | Path) -> None:
     """Fetch one source's raw files (verified) into the folder of `out` (its MANIFEST.json)."""
     from fedbench.data import SOURCES
 
-    _log_to(log)
-    SOURCES[source].fetch(Path(out).parent)
+    with _job(log, [out]):
+        SOURCES[source].fetch(Path(out).parent)
 
 
 def prepare(
@@ -42,18 +76,19 @@ def prepare(
     from fedbench.data.transform import apply_transform
     from fedbench.rng import Streams
 
-    _log_to(log)
-    raw = Path(raw_file).parent if raw_file else None
-    # Data generation is fixed per dataset (not per run seed): every seed's partition draws from it.
-    rng = Streams(0).generator("standin")
-    params = spec["params"]
-    if mode == "standin":
-        params = {**params, **standin_size}
-    ds = apply_transform(
-        prepare_dataset(spec["source"], params, raw, mode, rng), spec.get("transform")
-    )
-    save_dataset(ds, out)
-    logging.info("%s: %s", spec["name"], ds.provenance)
+    with _job(log, [out]):
+        raw = Path(raw_file).parent if raw_file else None
+        # Data generation is fixed per dataset (not per run seed): every seed's partition draws
+        # from it.
+        rng = Streams(0).generator("standin")
+        params = spec["params"]
+        if mode == "standin":
+            params = {**params, **standin_size}
+        ds = apply_transform(
+            prepare_dataset(spec["source"], params, raw, mode, rng), spec.get("transform")
+        )
+        save_dataset(ds, out)
+        logging.info("%s: %s", spec["name"], ds.provenance)
 
 
 def partition(data: str | Path, spec: dict[str, Any], seed: int, out: str | Path, log) -> None:
@@ -62,12 +97,12 @@ def partition(data: str | Path, spec: dict[str, Any], seed: int, out: str | Path
     from fedbench.data.partition import make_partition, save_partition
     from fedbench.rng import Streams
 
-    _log_to(log)
-    ds = load_dataset(data)
-    rng = Streams(int(seed)).generator("partition")
-    part = make_partition(ds.y_train, ds.groups, spec, rng, ds.num_classes)
-    save_partition(out, part)
-    logging.info("%d clients, sizes %s", len(part.train), [len(t) for t in part.train])
+    with _job(log, [out]):
+        ds = load_dataset(data)
+        rng = Streams(int(seed)).generator("partition")
+        part = make_partition(ds.y_train, ds.groups, spec, rng, ds.num_classes)
+        save_partition(out, part)
+        logging.info("%d clients, sizes %s", len(part.train), [len(t) for t in part.train])
 
 
 def train(
@@ -83,14 +118,12 @@ def train(
 ) -> None:
     """Train one run: `outputs` maps metrics, run (and params, when the rule names it) to paths.
     A job that asked for a GPU holds one of the machine's GPUs (profiles/multigpu: one per GPU)."""
-    import contextlib
-
     from fedbench.engine.checkpoint import CheckpointPolicy
     from fedbench.engine.run import execute_run
     from fedbench.gpu import claim_gpu
 
-    _log_to(log, LOG_FORMAT)
-    with claim_gpu() if device != "cpu" and gpus > 0 else contextlib.nullcontext():
+    gpu = claim_gpu() if device != "cpu" and gpus > 0 else contextlib.nullcontext()
+    with _job(log, [outputs["metrics"]]), gpu:
         execute_run(
             spec,
             data,
@@ -118,16 +151,26 @@ def landscape(
     from fedbench.engine.landscape import compute_run_landscape
     from fedbench.metrics.landscape import LandscapeSettings
 
-    _log_to(log, "%(asctime)s %(message)s")
-    compute_run_landscape(run, params, data, out, LandscapeSettings(**settings), threads, device)
+    with _job(log, [out], "%(asctime)s %(message)s"):
+        how = LandscapeSettings(**settings)
+        compute_run_landscape(run, params, data, out, how, threads, device)
 
 
-def render(grid, section: str, name: str, catalog: dict, scale: str, out_file: str | Path):
+def render(
+    grid,
+    section: str,
+    name: str,
+    catalog: dict,
+    scale: str,
+    out_file: str | Path,
+    log: str | Path | None = None,
+):
     """One table or figure of a grid, whatever its kind, as `out_file` with each of its
     section's extensions; returns the paths written."""
     from fedbench.grid import output_spec
     from fedbench.outputs import kind_of
 
-    kind = kind_of(section, grid.output(section, name))
-    spec = output_spec(grid, section, name, catalog, scale)
-    return kind.render(spec, Path(out_file).with_suffix(""))
+    with _job(log, [out_file]):
+        kind = kind_of(section, grid.output(section, name))
+        spec = output_spec(grid, section, name, catalog, scale)
+        return kind.render(spec, Path(out_file).with_suffix(""))

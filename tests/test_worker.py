@@ -5,6 +5,7 @@ byte-identical to the same job run in-process."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -182,6 +183,31 @@ def test_exit_status_and_traceback_reach_the_adapter(tmp_path, server, body, cod
     run = subprocess.run([sys.executable, str(client)], env=env, capture_output=True, text=True)
     assert run.returncode == code
     assert message in run.stderr
+
+
+def test_a_failed_jobs_traceback_and_advice_reach_its_log_file(tmp_path, server):
+    """Snakemake says "check log file(s) for error details": the child's job logs its error with
+    the traceback and, last, the command to run (the terminal still gets the traceback)."""
+    env, _, _ = server
+    data, out, log = tmp_path / "data.npz", tmp_path / "part.npz", tmp_path / "job.log"
+    data.write_bytes(b"PK\x03\x04 cut short")
+    job = {
+        "config": {},
+        "input": [str(data)],
+        "params": {"spec": {}},
+        "wildcards": {"seed": "0"},
+        "output": [str(out)],
+        "log": [str(log)],
+    }
+    client = _client(tmp_path, str(ROOT / "workflow" / "scripts" / "partition.py"), job)
+    run = subprocess.run([sys.executable, str(client)], env=env, capture_output=True, text=True)
+    assert run.returncode == 1
+    assert re.search(r"\d+ \S+partition\.py exit 1$", (tmp_path / "server.log").read_text(), re.M)
+    text = log.read_text()
+    command = f"snakemake --cores all {out} --forcerun {data}"
+    assert "Traceback (most recent call last)" in text and f"dataset file {data} is corrupt" in text
+    assert text.splitlines()[-1].endswith(command) and "what to do:" in text.splitlines()[-1]
+    assert "Traceback" in run.stderr and command in run.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])

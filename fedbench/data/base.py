@@ -117,7 +117,8 @@ def _parse_dataset(arrays: dict[str, np.ndarray]) -> ArrayDataset:
 
 
 def load_dataset(path: str | os.PathLike) -> ArrayDataset:
-    """Read a dataset written by `save_dataset`; a missing or damaged file is named in the error."""
+    """Read a dataset written by `save_dataset`; a missing or damaged file is named in the error
+    with the snakemake command that writes it again (`fedbench.io.rewrite_advice`)."""
     return load_checked(path, "dataset", "prepare", _parse_dataset)
 
 

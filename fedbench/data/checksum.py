@@ -2,8 +2,9 @@
 
 The writer stores a SHA-256 of the arrays' content as one more array (`sha256`) in the same file,
 so the file and its checksum are renamed into place together; the loader recomputes it and a file
-that was damaged after it was written (a flipped bit, a truncated copy) is named with the way to
-regenerate it. Files written before checksums existed have no `sha256` and are read unchecked.
+that was damaged after it was written (a flipped bit, a truncated copy) is named with the command
+that writes it again (`fedbench.io.rewrite_advice`). Files written before checksums existed have no
+`sha256` and are read unchecked.
 """
 
 from __future__ import annotations
@@ -17,16 +18,14 @@ from typing import TypeVar
 
 import numpy as np
 
-from fedbench.io import atomic_path
+from fedbench.io import DamagedFile, MissingFile, atomic_path
 
 T = TypeVar("T")
 
 KEY = "sha256"
-# How to rebuild a damaged file the workflow wrote (a prepared dataset or a partition).
-REGENERATE = "delete {path} and rerun snakemake: its {rule} rule writes it again"
 
 
-class ChecksumError(ValueError):
+class ChecksumError(DamagedFile):
     """A file whose content no longer matches the checksum written with it."""
 
 
@@ -48,20 +47,19 @@ def with_checksum(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {**arrays, KEY: np.array(content_sha256(arrays))}
 
 
-def verify(arrays: dict[str, np.ndarray], path: str | os.PathLike, regenerate: str) -> None:
-    """Raise ChecksumError naming `path` if its stored checksum differs from its content.
-
-    `regenerate` says how to rebuild the file (e.g. "delete it and rerun the partition job").
-    """
+def verify(arrays: dict[str, np.ndarray], path: str | os.PathLike, rule: str) -> None:
+    """Raise ChecksumError naming `path` if its stored checksum differs from its content; its
+    message ends with the command that writes the file again with the workflow's `rule`."""
     if KEY not in arrays:
         return
     stored = str(arrays[KEY])
     actual = content_sha256(arrays)
     if stored != actual:
         raise ChecksumError(
+            path,
             f"{path}: content does not match its stored sha256 (stored {stored[:12]}..., "
-            f"content {actual[:12]}...): the file was damaged after it was written; "
-            f"{regenerate}"
+            f"content {actual[:12]}...): the file was damaged after it was written",
+            rule,
         )
 
 
@@ -76,19 +74,20 @@ def load_checked(
 ) -> T:
     """`parse` of the arrays of a .npz the workflow's `rule` wrote (a `what`: "dataset",
     "partition"), checksum verified; a missing, damaged or unparsable file is named in the error
-    with how to regenerate it."""
+    (MissingFile, DamagedFile) with the command that writes it again."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"{what} file {path} does not exist")
+        raise MissingFile(path, what, rule)
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-        verify(arrays, path, REGENERATE.format(path=path, rule=rule))
+        verify(arrays, path, rule)
         return parse(arrays)
-    except ChecksumError:
+    except DamagedFile:
         raise
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(
-            f"{what} file {path} is corrupt or not a fedbench {what} "
-            f"({type(err).__name__}: {err}); " + REGENERATE.format(path=path, rule=rule)
+        raise DamagedFile(
+            path,
+            f"{what} file {path} is corrupt or not a fedbench {what} ({type(err).__name__}: {err})",
+            rule,
         ) from None

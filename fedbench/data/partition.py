@@ -15,6 +15,7 @@ from fedbench.data.checksum import load_checked, save_checked
 from fedbench.data.noise import KINDS as NOISE_KINDS
 from fedbench.data.noise import VARIANTS as NOISE_VARIANTS
 from fedbench.data.noise import noisy_partition_labels
+from fedbench.io import DamagedFile
 
 ASSIGNMENTS = ("sorted_roundrobin", "random")
 # A builder's info key carrying the pool labels it changed (popped before the meta is written).
@@ -437,11 +438,13 @@ def _parse_partition(a: dict[str, np.ndarray]) -> Partition:
 
 
 def load_partition(path: str | os.PathLike) -> Partition:
-    """Read a partition written by `save_partition`; a damaged file is named in the error."""
+    """Read a partition written by `save_partition`; a missing or damaged file is named in the
+    error with the snakemake command that writes it again (`fedbench.io.rewrite_advice`)."""
     path = Path(path)
     p = load_checked(path, "partition", "partition", _parse_partition)
     if len(p.train) != len(p.test) or len(p.val) not in (0, len(p.train)):
-        raise ValueError(f"partition file {path}: train, test and val client counts differ")
+        problem = f"partition file {path}: train, test and val client counts differ"
+        raise DamagedFile(path, problem, "partition")
     return p
 
 

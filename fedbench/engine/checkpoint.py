@@ -210,7 +210,12 @@ class Checkpointer:
         return payload
 
     def load(self, device: torch.device | str = "cpu") -> Resumed | None:
-        """The newest valid checkpoint of this run, or None (each refused file is a warning)."""
+        """The newest valid checkpoint of this run, or None (each refused file is a warning).
+
+        A damaged checkpoint needs nothing from the user: it is deleted with a warning in the
+        job's log and the run goes on from the previous one, or from round 0, to the same
+        results (a resumed run is byte-identical to an uninterrupted one)."""
+        refused = 0
         for path in self.files():
             if not path.exists():
                 continue
@@ -219,6 +224,7 @@ class Checkpointer:
             except Exception as err:  # any unreadable file means: do not resume from it
                 log.warning("checkpoint %s refused (deleted): %s", path, err)
                 path.unlink(missing_ok=True)  # else the next write would rotate it into .prev
+                refused += 1
                 continue
             _set_rng_states(payload["rng"])
             state = RunState(
@@ -231,6 +237,8 @@ class Checkpointer:
             self.last_round = state.round
             log.info("resuming from %s (round %d)", path, state.round)
             return Resumed(state, float(payload["seconds"]), path, payload["meta"])
+        if refused:
+            log.warning("no valid checkpoint left: the run trains from round 0 (same results)")
         return None
 
     def remove(self) -> None:

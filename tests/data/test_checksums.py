@@ -18,6 +18,7 @@ from fedbench.data.base import (
 from fedbench.data.checksum import ChecksumError, content_sha256
 from fedbench.data.fetch import digests
 from fedbench.data.partition import Partition, load_partition, save_partition
+from fedbench.io import DamagedFile, job_targets
 
 
 def _dataset() -> ArrayDataset:
@@ -38,6 +39,11 @@ def _partition() -> Partition:
     train = [np.arange(0, 15), np.arange(20, 35)]
     test = [np.arange(15, 20), np.arange(35, 40)]
     return Partition(train, test, {"kind": "toy"})
+
+
+def _command(path) -> str:
+    """What a damaged file's message ends with outside a job: write that file again."""
+    return f"snakemake --cores all {path} --forcerun {path}"
 
 
 def _arrays(path) -> dict[str, np.ndarray]:
@@ -102,7 +108,7 @@ def test_altered_content_is_named_with_how_to_regenerate(tmp_path, kind):
         load(path)
     message = str(info.value)
     assert str(path) in message and "sha256" in message
-    assert f"delete {path} and rerun snakemake: its {rule} rule" in message
+    assert message.endswith(f"run this to write it again (its {rule} rule): {_command(path)}")
 
 
 @pytest.mark.parametrize("kind", SAVE_LOAD)
@@ -126,7 +132,37 @@ def test_flipped_or_truncated_file_is_named(tmp_path, kind, damage):
     with pytest.raises(ValueError) as err:
         load(path)
     assert str(path) in str(err.value)
-    assert f"delete {path} and rerun snakemake: its {rule} rule" in str(err.value)
+    assert str(err.value).endswith(
+        f"run this to write it again (its {rule} rule): {_command(path)}"
+    )
+    assert isinstance(err.value, DamagedFile) and err.value.advice in str(err.value)
+
+
+@pytest.mark.parametrize("kind", SAVE_LOAD)
+def test_missing_file_is_named_with_the_command_that_writes_it(tmp_path, kind):
+    _, _, load, rule = SAVE_LOAD[kind]
+    path = tmp_path / f"{kind}.npz"
+    with pytest.raises(FileNotFoundError) as err:
+        load(path)
+    advice = f"run this to write it again (its {rule} rule): {_command(path)}"
+    assert str(err.value) == f"{kind} file {path} does not exist; {advice}"
+
+
+@pytest.mark.parametrize("kind", SAVE_LOAD)
+def test_inside_a_job_the_command_reruns_the_job_that_read_the_file(tmp_path, kind):
+    """A job's targets (what `fedbench.jobs` sets) come first: `--forcerun` takes every word
+    after it. Naming the job's output reruns it even where Snakemake, its outputs removed on the
+    failure and a table made from them still there, would find nothing to do."""
+    _, _, load, rule = SAVE_LOAD[kind]
+    path = tmp_path / f"{kind}.npz"
+    path.write_bytes(b"PK\x03\x04")
+    with job_targets("results/runs/a b/metrics.jsonl"), pytest.raises(DamagedFile) as err:
+        load(path)
+    command = f"snakemake --cores all 'results/runs/a b/metrics.jsonl' --forcerun {path}"
+    assert str(err.value).endswith(command)
+    assert (
+        f"(its {rule} rule) and rerun the job that read it, then run your own" in err.value.advice
+    )
 
 
 @pytest.mark.parametrize("kind", SAVE_LOAD)

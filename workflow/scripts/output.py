@@ -8,4 +8,4 @@ from fedbench.jobs import render
 
 sm = snakemake  # noqa: F821
 p = sm.params
-render(p.grid, p.section, p.name, sm.config, sm.wildcards.scale, sm.output[0])
+render(p.grid, p.section, p.name, sm.config, sm.wildcards.scale, sm.output[0], sm.log[0])

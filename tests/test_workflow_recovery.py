@@ -1,0 +1,142 @@
+"""Recovering from a damaged file, end to end: in a one-run grid at smoke scale, a truncated
+dataset, a truncated partition and a damaged checkpoint. A failed job's log holds the traceback and,
+last, what to do; the command its error prints, run as written, writes the file again and reruns
+the job, and the run ends with the same metrics.jsonl bytes as before the damage."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCALE = "smoke"
+DATA = f"results/{SCALE}/data/synthetic-1-1.npz"
+PART = f"results/{SCALE}/partitions/synthetic-1-1/natural/seed0.npz"
+RUN = "synthetic-1-1/natural/linear/fedavg/seed0"
+METRICS = f"results/{SCALE}/runs/{RUN}/metrics.jsonl"
+TABLE = f"results/{SCALE}/papers/tiny/table1.md"
+# One table of one cheap run (30 devices of Synthetic(1,1), a linear model, 2 rounds at smoke).
+GRID = {
+    "paper": "tiny",
+    "title": "one run",
+    "default_scale": SCALE,
+    "seeds": [0],
+    "tables": {
+        "table1": {
+            "caption": "one cell",
+            "metric": "top1",
+            "protocol": "global",
+            "stat": "wmean",
+            "round": "final",
+            "rows": [{"id": "fedavg", "label": "FedAvg", "algorithm": "fedavg"}],
+            "columns": [
+                {
+                    "id": "synthetic",
+                    "label": "Synthetic(1,1)",
+                    "dataset": "synthetic-1-1",
+                    "partition": "natural",
+                    "model": "linear",
+                }
+            ],
+        }
+    },
+}
+ADVICE = re.compile(r"(snakemake --cores \S+ .*)$")
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    """A copy of the workflow whose only grid is GRID, its env, and the run's metrics bytes."""
+    ws = tmp_path_factory.mktemp("recovery")
+    shutil.copy(ROOT / "Snakefile", ws)
+    shutil.copytree(ROOT / "workflow", ws / "workflow")
+    (ws / "config" / "papers").mkdir(parents=True)
+    shutil.copy(ROOT / "config" / "config.yaml", ws / "config")
+    shutil.copytree(ROOT / "config" / "catalog", ws / "config" / "catalog")
+    (ws / "config" / "papers" / "tiny.yaml").write_text(yaml.safe_dump(GRID))
+    warm = Path(tempfile.mkdtemp(prefix="fbw"))  # short: a socket path holds <= 100 bytes
+    env = {
+        **os.environ,
+        # `snakemake` as a user types it: this interpreter's, importing this checkout.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONPATH": str(ROOT),
+        "FEDBENCH_WARM_DIR": str(warm),
+        "FEDBENCH_WARM_WORKER": "0",
+    }
+    _snakemake(ws, env, "tiny")
+    yield ws, env, (ws / METRICS).read_bytes()
+    shutil.rmtree(warm, ignore_errors=True)
+
+
+def _run(ws: Path, env: dict, command: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        command, shell=True, cwd=ws, env=env, capture_output=True, text=True, timeout=300
+    )
+    result.log = result.stdout + result.stderr  # snakemake logs to stderr
+    return result
+
+
+def _snakemake(ws: Path, env: dict, args: str, ok: bool = True) -> subprocess.CompletedProcess:
+    result = _run(ws, env, f"snakemake --cores 2 {args}")
+    assert (result.returncode == 0) == ok, result.log[-4000:]
+    return result
+
+
+def _truncate(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _follow_advice(ws: Path, env: dict, log: Path, terminal: str, damaged: str) -> str:
+    """The failed job's log holds the traceback and ends with the command; the terminal shows
+    the same error; the command, run as written, succeeds. Returns the command."""
+    text = log.read_text()
+    assert "Traceback (most recent call last)" in text, text
+    assert f"{damaged} is corrupt" in text, text
+    last = text.rstrip("\n").splitlines()[-1]
+    assert "what to do:" in last, text
+    command = ADVICE.search(last).group(1)
+    assert f"--forcerun {damaged}" in command, command
+    assert command in terminal, terminal[-4000:]  # the error Snakemake prints says the same
+    result = _run(ws, env, command)
+    assert result.returncode == 0, result.log[-4000:]
+    return command
+
+
+@pytest.mark.workflow
+def test_a_truncated_dataset_read_by_the_partition_job(workspace):
+    ws, env, metrics = workspace
+    _truncate(ws / DATA)  # newer than the partition made from it: `tiny` reruns that job
+    failed = _snakemake(ws, env, "tiny", ok=False)
+    log = ws / "logs" / SCALE / "partition" / "synthetic-1-1" / "natural" / "seed0.log"
+    command = _follow_advice(ws, env, log, failed.log, DATA)
+    assert command == f"snakemake --cores all {PART} --forcerun {DATA}"
+    assert (ws / METRICS).read_bytes() == metrics
+
+
+@pytest.mark.workflow
+def test_a_truncated_partition_and_a_damaged_checkpoint_of_the_run(workspace):
+    ws, env, metrics = workspace
+    _truncate(ws / PART)
+    ckpt = (ws / METRICS).parent / "checkpoint.pt"
+    ckpt.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)  # a write cut short
+    failed = _snakemake(ws, env, "tiny", ok=False)
+    assert not (ws / METRICS).exists()  # removed with the failed job: `tiny` alone would not
+    log = ws / "logs" / SCALE / "train" / f"{RUN}.log"  # rerun it, its table being there
+    command = _follow_advice(ws, env, log, failed.log, PART)
+    assert command == f"snakemake --cores all {METRICS} --forcerun {PART}"
+    # The rerun found the damaged checkpoint: deleted with a warning, trained from round 0.
+    text = log.read_text()
+    assert re.search(r"WARNING checkpoint .*checkpoint\.pt refused \(deleted\)", text), text
+    assert "trains from round 0" in text, text
+    assert not ckpt.exists()
+    assert (ws / METRICS).read_bytes() == metrics
+    _snakemake(ws, env, "tiny")  # then the user's own command again: it completes
+    assert (ws / METRICS).read_bytes() == metrics
