@@ -2,12 +2,17 @@
 # Targets: `all` (every grid), one rule per paper grid (e.g. `quick`), or any output file.
 from snakemake.utils import min_version, validate
 
+from fedbench.config import check_top_level
+
 min_version("8.0")
 
 
 configfile: "config/config.yaml"
 
 
+# Keys and scalar values first, in one line naming the key and the valid ones (`--config scael=x`);
+# then the schema, for the structure below them.
+check_top_level(config)
 validate(config, "workflow/schemas/config.schema.yaml")
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import inspect
 import itertools
 import math
 import re
 import string
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,15 @@ from fedbench.engine.config import TrainConfig
 from fedbench.models import MODELS
 
 SECTIONS = ("datasets", "partitions", "models", "algorithms")
-DATASET_KEYS = ("source", "params", "standin_params", "transform", "training", "description")
+DATASET_KEYS = (
+    "source",
+    "params",
+    "standin_params",
+    "transform",
+    "training",
+    "description",
+    "label",
+)
 TOP_KEYS = (
     "scale",
     "scales",
@@ -67,12 +77,67 @@ class ConfigError(ValueError):
     """A bad configuration value, named by its key path."""
 
 
+# An error lists every valid name only when there are few of them; otherwise (the catalog holds
+# ~250 algorithm variants) the nearest ones, how many there are and what lists them.
+SHORT_LIST = 12
+# The command that lists a catalog section's names (fedbench/cli.py), named by errors.
+LIST_COMMAND = "`fedbench catalog {section}`"
+ALGORITHMS_LISTED = "ALGORITHMS in fedbench/algorithms/__init__.py"
+
+
+def nearest(name: object, valid: Iterable[str], n: int = 3) -> list[str]:
+    """Up to `n` valid names close to `name` (difflib's ratio, case ignored), closest first."""
+    by_lower: dict[str, str] = {}
+    for v in valid:
+        by_lower.setdefault(str(v).lower(), str(v))
+    close = difflib.get_close_matches(str(name).lower(), list(by_lower), n=n, cutoff=0.6)
+    return [by_lower[c] for c in close]
+
+
+def _nearest_text(name: object, valid: Iterable[str]) -> str:
+    close = nearest(name, valid)
+    return f"nearest: {', '.join(map(repr, close))}" if close else "no close match"
+
+
+def unknown_name(what: str, name: object, valid: Iterable[str], listed: str | None = None) -> str:
+    """'unknown {what} {name!r}' with the nearest valid names: all of them when few, else how
+    many there are and `listed` (what lists them), in one short line."""
+    names = sorted({str(v) for v in valid})
+    head = f"unknown {what} {name!r}; {_nearest_text(name, names)}"
+    if len(names) <= SHORT_LIST:
+        return f"{head}; valid: {', '.join(names)}"
+    return f"{head} ({len(names)} valid{f'; {listed} lists them' if listed else ''})"
+
+
+def unknown_entry(catalog: dict, section: str, name: object) -> str:
+    """unknown_name for a catalog section (datasets, partitions, models, algorithms, scales)."""
+    return unknown_name(section[:-1], name, catalog[section], LIST_COMMAND.format(section=section))
+
+
+def unknown_keys(where: str, unknown: list[str], valid: Iterable[str], what: str = "key") -> str:
+    """'{where}: unknown key(s) [...]' with each one's nearest valid keys and every valid key."""
+    valid = sorted(valid)
+    if len(unknown) == 1:
+        hints = _nearest_text(unknown[0], valid)
+    else:
+        hints = "; ".join(f"{k!r} -> {_nearest_text(k, valid)}" for k in unknown)
+    return f"{where}: unknown {what}(s) {unknown} ({hints}); valid: {valid}"
+
+
 def _keys(where: str, entry: dict, valid: tuple[str, ...] | list[str]) -> None:
     if not isinstance(entry, dict):
         raise ConfigError(f"{where}: expected a mapping, got {type(entry).__name__}")
     unknown = sorted(set(entry) - set(valid))
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {sorted(valid)}")
+        raise ConfigError(unknown_keys(where, unknown, valid))
+
+
+def check_top_level(config: dict[str, Any]) -> None:
+    """The config's top-level keys (config/config.yaml's and any set with `--config KEY=VALUE`)
+    and the values of the scalar ones; the Snakefile calls it before its schema validation, so a
+    typo reads as one line naming the key, not as the schema and the whole config."""
+    _keys("config (config/config.yaml or --config)", config, TOP_KEYS)
+    _check_top_values(config)
 
 
 def load_catalog(path: str | Path) -> dict[str, Any]:
@@ -107,7 +172,7 @@ def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
             raise ConfigError(f"{path.name}: expected a mapping")
         unknown = sorted(set(extra) - set(SECTIONS))
         if unknown:
-            raise ConfigError(f"{path.name}: unknown key(s) {unknown}; valid: {list(SECTIONS)}")
+            raise ConfigError(unknown_keys(path.name, unknown, SECTIONS))
         if extra.get("algorithms"):
             extra["algorithms"] = expand_sweeps(extra["algorithms"], path.name)
         for section, entries in extra.items():
@@ -162,14 +227,15 @@ def expand_sweeps(entries: dict[str, Any], where: str) -> dict[str, Any]:
         cls = ALGORITHMS.get(entry.get("algorithm"))
         if cls is None:
             raise ConfigError(
-                f"{where}: algorithms.{name}.algorithm: unknown algorithm "
-                f"{entry.get('algorithm')!r}; valid: {sorted(ALGORITHMS)}"
+                f"{where}: algorithms.{name}.algorithm: "
+                + unknown_name("algorithm", entry.get("algorithm"), ALGORITHMS, ALGORITHMS_LISTED)
             )
         fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
         for key, values in sweep.items():
             if key not in fields:
                 raise ConfigError(
-                    f"{place}.{key}: not a parameter of {cls.name}; valid: {sorted(fields)}"
+                    f"{place}.{key}: not a parameter of {cls.name} "
+                    f"({_nearest_text(key, fields)}); valid: {sorted(fields)}"
                 )
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"{place}.{key}: expected a non-empty list, got {values!r}")
@@ -236,13 +302,15 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
                     f"scales.{name}.standin_size.{key}: must be an integer >= 10, got {value!r}"
                 )
     if catalog.get("scale") is not None and catalog["scale"] not in scales:
-        raise ConfigError(f"scale: {catalog.get('scale')!r} is not one of {sorted(scales)}")
+        raise ConfigError(f"scale: {unknown_entry(catalog, 'scales', catalog['scale'])}")
     for name, e in catalog["datasets"].items():
         _keys(f"datasets.{name}", e, DATASET_KEYS)
         if e.get("source") not in SOURCES:
             raise ConfigError(
-                f"datasets.{name}.source: unknown source {e.get('source')!r}; "
-                f"valid: {sorted(SOURCES)}"
+                f"datasets.{name}.source: "
+                + unknown_name(
+                    "source", e.get("source"), SOURCES, "SOURCES in fedbench/data/__init__.py"
+                )
             )
         for key in ("params", "standin_params"):
             if not isinstance(e.get(key, {}), dict):
@@ -257,9 +325,9 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
             raise ConfigError(f"datasets.{name}.transform: {err}") from None
     for name, e in catalog["partitions"].items():
         if not isinstance(e, dict) or e.get("kind") not in PARTITION_KINDS:
+            kind = e.get("kind") if isinstance(e, dict) else e
             raise ConfigError(
-                f"partitions.{name}.kind: must be one of {PARTITION_KINDS}, "
-                f"got {e.get('kind') if isinstance(e, dict) else e!r}"
+                f"partitions.{name}.kind: " + unknown_name("partition kind", kind, PARTITION_KINDS)
             )
         try:
             check_partition_spec({k: v for k, v in e.items() if k != "training"})
@@ -269,7 +337,10 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
         _keys(f"models.{name}", e, MODEL_KEYS)
         if e.get("arch") not in MODELS:
             raise ConfigError(
-                f"models.{name}.arch: unknown arch {e.get('arch')!r}; valid: {sorted(MODELS)}"
+                f"models.{name}.arch: "
+                + unknown_name(
+                    "arch", e.get("arch"), MODELS, "MODELS in fedbench/models/__init__.py"
+                )
             )
         valid = _model_params(MODELS[e["arch"]])
         for key in ("params", "standin_params"):
@@ -277,15 +348,24 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
                 raise ConfigError(f"models.{name}.{key}: expected a mapping, got {e[key]!r}")
             unknown = sorted(set(e.get(key, {})) - valid) if valid is not None else []
             if unknown:
-                raise ConfigError(
-                    f"models.{name}.{key}: unknown parameter(s) {unknown} of arch "
-                    f"{e['arch']!r}; valid: {sorted(valid)}"
-                )
+                raise ConfigError(unknown_keys(f"models.{name}.{key}", unknown, valid, "parameter"))
     for name, e in catalog["algorithms"].items():
         if not isinstance(e, dict) or "algorithm" not in e:
             raise ConfigError(f"algorithms.{name}: needs an 'algorithm' key")
         cls = ALGORITHMS.get(e["algorithm"])
-        fields = {f.name: str(f.type) for f in dataclasses.fields(cls)} if cls else {}
+        if cls is None:
+            raise ConfigError(
+                f"algorithms.{name}.algorithm: "
+                + unknown_name("algorithm", e["algorithm"], ALGORITHMS, ALGORITHMS_LISTED)
+            )
+        fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        unknown = sorted(set(_algo_params(e)) - set(fields))
+        if unknown:
+            raise ConfigError(
+                unknown_keys(
+                    f"algorithms.{name} ({e['algorithm']})", unknown, fields, "hyperparameter"
+                )
+            )
         for key, value in _algo_params(e).items():
             why = _type_mismatch(fields.get(key, ""), value)
             if why is not None:
@@ -350,7 +430,7 @@ def _check_training_block(block: dict) -> None:
     fields = {f.name: f for f in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(block) - set(fields))
     if unknown:
-        raise ValueError(f"training: unknown key(s) {unknown}; valid: {list(fields)}")
+        raise ValueError(unknown_keys("training", unknown, fields))
     for key, value in block.items():
         why = _type_mismatch(str(fields[key].type), value)
         if why is not None:
@@ -395,16 +475,14 @@ def _algo_params(entry: dict) -> dict[str, Any]:
 
 def _entry(catalog: dict, section: str, name: str) -> dict[str, Any]:
     if name not in catalog[section]:
-        raise ConfigError(
-            f"unknown {section[:-1]} {name!r}; valid: {', '.join(sorted(catalog[section]))}"
-        )
+        raise ConfigError(unknown_entry(catalog, section, name))
     return catalog[section][name]
 
 
 def scale_entry(catalog: dict, scale: str) -> dict[str, Any]:
     """The scale's settings (data mode and caps)."""
     if scale not in catalog["scales"]:
-        raise ConfigError(f"unknown scale {scale!r}; valid: {', '.join(sorted(catalog['scales']))}")
+        raise ConfigError(unknown_entry(catalog, "scales", scale))
     return catalog["scales"][scale]
 
 

@@ -16,7 +16,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fedbench.config import ConfigError
+from fedbench.config import ConfigError, check_top_level
 from fedbench.grid import load_workflow
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -318,5 +318,58 @@ def test_snakemake_dry_run_fails_before_any_job_naming_the_key():
     )
     log = result.stdout + result.stderr  # snakemake logs to stdout when it is not a terminal
     assert result.returncode != 0
-    assert re.search(r"ConfigError.*\n.*scale: 'enormous' is not one of", log), log
+    assert re.search(r"ConfigError.*\n.*scale: unknown scale 'enormous'", log), log
     assert "Job stats" not in log and "Building DAG" not in log, log
+
+
+# Many variants, as in the real catalog (~250): an error may not list them all.
+MANY = {
+    **BASE["algorithms"],
+    **{f"fedprox-mu{m}": {"algorithm": "fedprox", "mu": float(m)} for m in range(1, 40)},
+}
+
+
+def test_an_unknown_algorithm_in_a_grid_names_the_nearest_ones_not_all():
+    grid = copy.deepcopy(GRID)
+    grid["tables"]["table1"]["rows"][1]["algorithm"] = "fedprox-mu3O"  # letter O for a zero
+    with pytest.raises(ConfigError) as info:
+        _load(_set(BASE, ("algorithms",), MANY), grid)
+    message = str(info.value)
+    assert message.startswith("toy.yaml.tables.table1 cell (fedprox, iid): ")
+    assert "unknown algorithm 'fedprox-mu3O'; nearest: 'fedprox-mu3', " in message
+    assert f"({len(MANY)} valid; `fedbench catalog algorithms` lists them)" in message
+    assert "fedprox-mu17" not in message and "\n" not in message and len(message) < 250
+
+
+def test_an_unknown_name_among_few_lists_them_all():
+    grid = copy.deepcopy(GRID)
+    grid["tables"]["table1"]["columns"][0]["partition"] = "Dir"  # case is ignored when matching
+    with pytest.raises(ConfigError, match=r"unknown partition 'Dir'; nearest: 'dir'; valid: dir, "):
+        _load(BASE, grid)
+
+
+def test_an_unknown_top_level_key_is_one_line_naming_the_nearest_and_the_valid_ones():
+    with pytest.raises(ConfigError) as info:
+        check_top_level(_set(BASE, ("scael",), "smoke"))
+    message = str(info.value)
+    assert "unknown key(s) ['scael'] (nearest: 'scale', 'scales'); valid: [" in message
+    assert "'warm_worker'" in message and "\n" not in message and len(message) < 300
+    with pytest.raises(ConfigError, match=r"threads: must be a positive integer"):
+        check_top_level(_set(BASE, ("threads",), 0))
+    check_top_level(copy.deepcopy(BASE))
+
+
+@pytest.mark.workflow
+def test_snakemake_with_a_typo_in_a_config_key_says_so_in_a_few_lines():
+    """`--config scael=smoke`: the key, its nearest valid key, the valid keys; not the schema."""
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "quick", "--config", "scael=smoke"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert len(log.splitlines()) <= 15, log[-3000:]
+    assert "unknown key(s) ['scael'] (nearest: 'scale'" in log, log[-3000:]

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fedbench.config import ConfigError, resolve_run, validate_catalog
+from fedbench.config import ConfigError, resolve_run, unknown_name, validate_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,6 +55,45 @@ def test_resolve_run_merges_training_and_applies_caps(catalog):
 def test_resolve_run_unknown_name(catalog):
     with pytest.raises(ConfigError, match="unknown algorithm 'fedsgd'"):
         resolve_run(catalog, "quick", "fmnist", "shards2-k100", "twonn", "fedsgd", 1)
+
+
+def test_an_unknown_name_is_one_short_line_with_the_nearest(catalog):
+    with pytest.raises(ConfigError) as info:
+        resolve_run(catalog, "quick", "fmnist", "shards2-k100", "twonn", "FedProx-mu0.1O", 1)
+    message = str(info.value)
+    assert message.startswith("unknown algorithm 'FedProx-mu0.1O'; nearest: 'fedprox-mu0.1', ")
+    n = len(catalog["algorithms"])
+    assert message.endswith(f"({n} valid; `fedbench catalog algorithms` lists them)"), message
+    assert "\n" not in message and len(message) < 200
+    with pytest.raises(ConfigError, match=r"unknown scale 'quik'; nearest: 'quick'; valid: "):
+        resolve_run(catalog, "quik", "fmnist", "shards2-k100", "twonn", "fedavg", 1)
+
+
+def test_unknown_name_lists_few_names_and_says_when_none_is_close():
+    assert unknown_name("kind", "Iid", ["shards", "iid"]) == (
+        "unknown kind 'Iid'; nearest: 'iid'; valid: iid, shards"
+    )
+    many = [f"name{i}" for i in range(40)]
+    assert unknown_name("entry", "zzz", many, "`x`") == (
+        "unknown entry 'zzz'; no close match (40 valid; `x` lists them)"
+    )
+
+
+@pytest.mark.parametrize(
+    "path, value, hint",
+    [
+        (("models", "twonn", "arch"), "twonnn", "nearest: 'twonn'"),
+        (("datasets", "mnist", "source"), "fashion-mnist", "nearest: 'fashion_mnist'"),
+        (("algorithms", "fedavg", "algorithm"), "fedproxx", "nearest: 'fedprox'"),
+        (("algorithms", "fedprox-mu0.01", "muu"), 0.1, "(nearest: 'mu')"),
+        (("training", "lrr"), 0.1, "(nearest: 'lr'"),
+        (("partitions", "iid-k100", "kind"), "shard", "nearest: 'shards'"),
+    ],
+)
+def test_catalog_typos_name_the_nearest_valid_name(catalog, path, value, hint):
+    with pytest.raises(ConfigError) as info:
+        validate_catalog(_broken(catalog, path, value))
+    assert hint in str(info.value) and "\n" not in str(info.value)
 
 
 def test_bad_training_value_is_named_at_resolution(catalog):

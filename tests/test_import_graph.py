@@ -47,6 +47,8 @@ FORBIDDEN = [
 # (fedbench itself holds only __version__; fedbench.worker is the adapters' standard-library
 # front door and imports nothing of fedbench at module level.)
 LAYERS = [
+    ("fedbench.__main__",),
+    ("fedbench.cli",),
     ("fedbench.jobs", "fedbench.record", "fedbench.cost", "fedbench.worker"),
     ("fedbench.grid",),
     ("fedbench.outputs",),

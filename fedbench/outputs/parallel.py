@@ -25,7 +25,7 @@ from fedbench.cells import (
     output_seeds,
     spec_header,
 )
-from fedbench.config import ConfigError, resolve_run, sweep_fields, sweep_name, sweep_tag
+from fedbench.config import ConfigError, nearest, resolve_run, sweep_fields, sweep_name, sweep_tag
 from fedbench.metrics import PACK_STATS
 from fedbench.metrics.names import CLIENT_METRICS
 from fedbench.outputs.base import OutputKind
@@ -202,7 +202,8 @@ def _check_column_sweep(place: str, sweep: dict, catalog: dict) -> None:
             raise _fail(
                 place,
                 f".sweep: algorithm {name!r} is not in the catalog (a catalog entry named "
-                f"{template!r} with a `sweep` of these values defines it)",
+                f"{template!r} with a `sweep` of these values defines it; nearest: "
+                f"{', '.join(nearest(name, catalog['algorithms'])) or 'none'})",
             )
 
 
