@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fedbench.config import ConfigError, data_mode
+from fedbench.config import ConfigError, data_mode, unknown_entry
 
 RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 # What a row or column may set to override the output's quantity.
@@ -79,10 +79,7 @@ def check_names(place: str, fields: dict[str, Any], catalog: dict) -> None:
     for field, names in fields.items():
         for name in as_list(names):
             if name not in catalog[field + "s"]:
-                raise ConfigError(
-                    f"{place}: unknown {field} {name!r}; "
-                    f"valid: {', '.join(sorted(catalog[field + 's']))}"
-                )
+                raise ConfigError(f"{place}: {unknown_entry(catalog, field + 's', name)}")
 
 
 def merge_cell(row: dict, col: dict, where: str) -> dict[str, Any]:
@@ -155,13 +152,19 @@ def axis_entry(entry: dict) -> dict[str, Any]:
     return out
 
 
+def dataset_label(catalog: dict, name: str) -> str:
+    """A dataset's display name: its catalog entry's `label` ('Fashion-MNIST'), else its name."""
+    return str(catalog["datasets"][name].get("label", name))
+
+
 def column_labels(grid: Grid, section: str, name: str, catalog: dict, scale: str) -> list[dict]:
-    """Columns with '{dataset}' in labels filled by the chosen dataset."""
+    """Columns with '{dataset}' in labels filled by the chosen dataset's display name."""
     cols = []
     for col in grid.output(section, name)["columns"]:
         label = col.get("label", col["id"])
-        if "dataset" in col:
-            label = label.replace("{dataset}", choose_dataset(col["dataset"], catalog, scale))
+        if "dataset" in col and "{dataset}" in label:
+            chosen = choose_dataset(col["dataset"], catalog, scale)
+            label = label.replace("{dataset}", dataset_label(catalog, chosen))
         cols.append({**axis_entry(col), "label": label})
     return cols
 

@@ -1,5 +1,5 @@
 """Tables of values computed without training (a closed-form example of a paper), beside the
-paper's numbers: .md, .tex and .csv like the run tables, without seeds or rounds."""
+paper's numbers: .md, .tex, .csv and .html like the run tables, without seeds or rounds."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from pathlib import Path
 
 from fedbench.io import write_text
 from fedbench.papers import PaperValues
-from fedbench.report.tables import DASH, tex_escape
+from fedbench.report.html_table import html_table
+from fedbench.report.tables import DASH, NO_PAPER_NOTE, tex_escape
 
 CSV_COLUMNS = ("row", "column", "paper", "ours", "delta", "row_label", "column_label")
 
@@ -60,43 +61,62 @@ def _num(x: float, decimals: int, sign: bool = False) -> str:
     return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
 
 
+def _has_paper(cells: list[dict]) -> bool:
+    """Whether any cell has a paper value: without one, no paper and Δ columns."""
+    return any(math.isfinite(c["paper"]) for c in cells)
+
+
 def _lines(spec: ComputedTableSpec, cells: list[dict]) -> list[list[str]]:
-    """Row label, then paper | ours | Δ per column."""
+    """Row label, then paper | ours | Δ per column (ours alone without paper values)."""
     by_cell = {(c["row"], c["column"]): c for c in cells}
+    paper = _has_paper(cells)
     grid = []
     for row in spec.rows:
         line = [str(row["label"])]
         for col in spec.columns:
             c = by_cell[(row["id"], col["id"])]
             d = spec.decimals
-            line += [_num(c["paper"], d), _num(c["ours"], d), _num(c["delta"], d, sign=True)]
+            if paper:
+                line += [_num(c["paper"], d), _num(c["ours"], d), _num(c["delta"], d, sign=True)]
+            else:
+                line.append(_num(c["ours"], d))
         grid.append(line)
     return grid
 
 
-def _header(spec: ComputedTableSpec, source: str) -> list[tuple[str, str]]:
+def _header(spec: ComputedTableSpec, source: str, paper: bool) -> list[tuple[str, str]]:
     lines = [
         ("Paper", spec.paper),
         ("Table", f"{spec.name}: {spec.caption}"),
         ("Scale", f"{spec.scale} (computed, no training: the same at every scale)"),
         ("Ours", f"{spec.method}; Δ = ours − paper at {spec.decimals} decimals"),
     ]
+    if not paper:
+        note = NO_PAPER_NOTE.replace("paper, paper_std and delta", "paper and delta")
+        return [*lines, ("Paper values", note)]
     return lines + ([("Paper values from", source)] if source else [])
 
 
 def write_computed_table(
     spec: ComputedTableSpec, paper_values: PaperValues | None, out_prefix: str | Path
 ) -> list[Path]:
-    """Write out_prefix.md, .tex and .csv atomically; return their paths."""
+    """Write out_prefix.md, .tex, .csv and .html (the report's view) atomically; return their
+    paths."""
     cells = table_cells(spec, paper_values)
     source = paper_values.source if paper_values is not None else ""
+    paper = _has_paper(cells)
+    header = _header(spec, source, paper)
     grid = _lines(spec, cells)
-    head = [""] + [f"{c['label']} {part}" for c in spec.columns for part in ("paper", "ours", "Δ")]
+    parts = ("paper", "ours", "Δ") if paper else ("ours",)
+    if paper:
+        head = [""] + [f"{c['label']} {part}" for c in spec.columns for part in parts]
+    else:
+        head = ["", *(str(c["label"]) for c in spec.columns)]
     md = [f"# {spec.paper} {spec.name}: {spec.caption}", ""]
-    md += [f"- {key}: {text}" for key, text in _header(spec, source)]
+    md += [f"- {key}: {text}" for key, text in header]
     md += ["", "| " + " | ".join(head) + " |", "|:--|" + "--:|" * (len(head) - 1)]
     md += ["| " + " | ".join(line) + " |" for line in grid]
-    tex = [f"% {key}: {text}" for key, text in _header(spec, source)]
+    tex = [f"% {key}: {text}" for key, text in header]
     tex += [
         r"\begin{tabular}{l" + "r" * (len(head) - 1) + "}",
         r"\toprule",
@@ -112,7 +132,20 @@ def write_computed_table(
     writer.writerows([_csv(c[k]) for k in CSV_COLUMNS] for c in cells)
     out_prefix = Path(out_prefix)
     paths = []
-    texts = {"md": "\n".join(md) + "\n", "tex": "\n".join(tex) + "\n", "csv": buf.getvalue()}
+    page = html_table(
+        f"{spec.paper} {spec.name}: {spec.caption}",
+        [(k, t) for k, t in header if k not in ("Paper", "Table")],
+        [str(c["label"]) for c in spec.columns] if paper else None,
+        ["", *(list(parts) * len(spec.columns))] if paper else head,
+        grid,
+        foot="Click a column's header to sort by it.",
+    )
+    texts = {
+        "md": "\n".join(md) + "\n",
+        "tex": "\n".join(tex) + "\n",
+        "csv": buf.getvalue(),
+        "html": page,
+    }
     for ext, text in texts.items():
         path = out_prefix.with_name(f"{out_prefix.name}.{ext}")
         write_text(path, text)

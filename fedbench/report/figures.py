@@ -20,10 +20,13 @@ from fedbench.report.lambda_curves import make_lambda_figure
 from fedbench.report.layout import (
     Quantity,
     any_standin,
+    axis_label,
+    axis_note,
     cell_quantities,
     load_cells,
+    marker_every,
     protocol_notes,
-    quantity_label,
+    row_styles,
     shared_legend,
     value_scale,
     variation,
@@ -59,18 +62,27 @@ def seed_curves(
 
 
 def _draw_cell(
-    ax, runs: list[RunData], spec: FigureSpec, q: Quantity, label: str, color: str
+    ax, runs: list[RunData], spec: FigureSpec, q: Quantity, label: str, style: dict, place
 ) -> None:
-    """Mean line and ±std band of one row in one panel; diverged runs dotted up to divergence."""
+    """Mean line and ±std band of one row in one panel; diverged runs dotted up to divergence.
+
+    `style`: the row's color, line style and marker; `place`: (row index, rows), which points
+    carry its markers (a one-point curve, a smoke run evaluated once, is its marker)."""
+    color = style["color"]
     diverged = [r for r in runs if r.status != "ok"]
     if diverged:
         label += f" [{len(diverged)}/{len(runs)} diverged]"
     curves = seed_curves(runs, spec, q)
     if not curves.empty:
         mean = curves.mean(axis=1)
-        # A one-point curve (a smoke run evaluated once) would draw nothing without a marker.
-        marker = "o" if len(mean) == 1 else None
-        ax.plot(mean.index, mean.values, color=color, label=label, lw=1.6, marker=marker)
+        ax.plot(
+            mean.index,
+            mean.values,
+            label=label,
+            lw=1.6,
+            markevery=marker_every(len(mean), *place),
+            **style,
+        )
         if curves.shape[1] >= 2:
             std = curves.std(axis=1, ddof=1)
             ax.fill_between(mean.index, mean - std, mean + std, color=color, alpha=0.2, lw=0)
@@ -96,30 +108,29 @@ def make_figure(spec: FigureSpec) -> Figure:
     width = max(6.0, PANEL_SIZE[0] * n)
     fig = Figure(figsize=(width, PANEL_SIZE[1] + 1.2), layout="constrained")
     axes = fig.subplots(1, n, sharey=True, squeeze=False)[0]
-    colors = [f"C{i % 10}" for i in range(len(spec.rows))]
+    styles = row_styles(spec.rows, ms=4.0)
     quantities = cell_quantities(spec)
     by, _ = variation(spec, "protocol")
-    ylabel = quantity_label(spec, spec.percent)
-    if by != "table":
-        ylabel = ylabel.replace(f"protocol {spec.protocol}", f"protocol per {by}")
     for ax, col in zip(axes, spec.columns, strict=True):
-        for row, color in zip(spec.rows, colors, strict=True):
+        for i, row in enumerate(spec.rows):
             q = quantities[(str(row["id"]), str(col["id"]))]
             runs = cells.get((str(row["id"]), str(col["id"])), [])
             label = str(row["label"]) + (f" [{q.protocol}]" if by in ("row", "cell") else "")
             if runs:
-                _draw_cell(ax, runs, spec, q, label, color)
+                place = (i, len(spec.rows))
+                _draw_cell(ax, runs, spec, q, label, styles[str(row["id"])], place)
         title = str(col["label"])
         if by == "column":
             title += f" [{quantities[(str(spec.rows[0]['id']), str(col['id']))].protocol}]"
         ax.set_title(title)
-        ax.set_xlabel("round")
+        ax.set_xlabel("Round")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # rounds, not 1.25
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel(ylabel)
+    axes[0].set_ylabel(axis_label(spec.metric, spec.stat, spec.percent))
     shared_legend(fig, axes)
     title = [
         f"{spec.paper} {spec.name}: {spec.caption}",
+        axis_note(spec, spec.percent),
         f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)"
         + (f"; each run's curve {_smoothing(spec, cells)}" if spec.smooth else ""),
         *protocol_notes({q.protocol for q in quantities.values()}),

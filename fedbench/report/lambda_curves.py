@@ -20,10 +20,14 @@ from matplotlib.lines import Line2D
 from fedbench.report.collect import RunData, RunDataError
 from fedbench.report.curve_spec import FigureSpec
 from fedbench.report.layout import (
+    STAT_WORDS,
     any_standin,
+    axis_label,
     is_accuracy,
     load_cells,
+    metric_name,
     protocol_notes,
+    row_styles,
     shared_legend,
     value_scale,
     warning_lines,
@@ -154,17 +158,12 @@ def _fmt(value: float, spec: FigureSpec) -> str:
     return f"{value:.2f}" if value_scale(spec.metric, spec.percent) != 1.0 else f"{value:.3f}"
 
 
-def _ylabel(spec: FigureSpec) -> str:
-    """E.g. 'top1 (stat mean over clients), in % (×100)'."""
-    text = f"{spec.metric} (stat {spec.stat} over clients)"
-    return text + (", in % (×100)" if value_scale(spec.metric, spec.percent) != 1.0 else "")
-
-
 def _draw_panel(
-    ax, spec: FigureSpec, cells: dict, panel: pd.DataFrame, col: dict, rows: list[dict], colors
+    ax, spec: FigureSpec, cells: dict, panel: pd.DataFrame, col: dict, rows: list[dict], styles
 ) -> set[str]:
-    """One panel: each of `rows` over λ with error bars, and a legend of each row's best
-    averaged value (without the row's name when the panel has one row). Returns the sources."""
+    """One panel: each of `rows` over λ with error bars (`styles`: each row's color, line style
+    and marker), and a legend of each row's best averaged value (without the row's name when the
+    panel has one row). Returns the sources."""
     sources: set[str] = set()
     notes = []
     for row in rows:
@@ -179,26 +178,24 @@ def _draw_panel(
             label += f" [{diverged}/{len(runs)} diverged]"
         line = panel[panel["row"] == rid]
         if line["seeds"].iloc[0] == 0:
-            ax.plot([], [], color=colors[rid], label=label)
+            ax.plot([], [], label=label, **styles[rid])
             notes.append((f"{name}all diverged", rid))
             continue
         ax.errorbar(
             line["lambda"],
             line["value"],
             yerr=line["err"],
-            color=colors[rid],
             label=label,
-            marker="o",
-            ms=3,
             lw=1.4,
             capsize=3,
             elinewidth=0.8,
+            **styles[rid],
         )
         best, source = line["best"].iloc[0], line["source"].iloc[0]
         sources.add(source)
         notes.append((f"{name}{_fmt(best, spec)} ({BEST_SOURCES[source]})", rid))
     if notes:  # a panel legend, placed by matplotlib where it hides the fewest points
-        handles = [Line2D([], [], color=colors[rid], lw=2) for _, rid in notes]
+        handles = [Line2D([], [], lw=1.4, **styles[rid]) for _, rid in notes]
         ax.legend(
             handles,
             [text for text, _ in notes],
@@ -236,7 +233,7 @@ def make_lambda_figure(spec: FigureSpec) -> Figure:
     """
     cells = load_cells(spec)
     panels = {str(c["id"]): lambda_panel(spec, cells, str(c["id"])) for c in spec.columns}
-    colors = {str(r["id"]): f"C{i % 10}" for i, r in enumerate(spec.rows)}
+    styles = row_styles(spec.rows, ms=4.0)
     n = len(spec.columns)
     ncols = min(n, PANELS_PER_LINE)
     nrows = math.ceil(n / ncols)
@@ -251,15 +248,17 @@ def make_lambda_figure(spec: FigureSpec) -> Figure:
         for ax in grid_axes[n:]:
             ax.remove()
         for ax, col in zip(grid_axes[:n], spec.columns, strict=True):
-            sources |= _draw_panel(ax, spec, cells, panels[str(col["id"])], col, rows, colors)
+            sources |= _draw_panel(ax, spec, cells, panels[str(col["id"])], col, rows, styles)
         axes.extend(grid_axes[:n])
         if len(blocks) > 1:
-            holder.suptitle(str(rows[0]["label"]), color=colors[str(rows[0]["id"])], weight="bold")
+            color = styles[str(rows[0]["id"])]["color"]
+            holder.suptitle(str(rows[0]["label"]), color=color, weight="bold")
     _share_y(axes, spec)
+    ylabel = axis_label(spec.metric, spec.stat, spec.percent)
     if len(axes) == 1 or (nrows == 1 and len(blocks) == 1):
-        axes[0].set_ylabel(_ylabel(spec))
+        axes[0].set_ylabel(ylabel)
     else:
-        fig.supylabel(_ylabel(spec), fontsize="medium")
+        fig.supylabel(ylabel, fontsize="medium")
     shared_legend(fig, axes)
     what = "mean" if spec.stat == "mean" else spec.stat
     best_text = {
@@ -271,7 +270,8 @@ def make_lambda_figure(spec: FigureSpec) -> Figure:
     title = [
         f"{spec.paper} {spec.name}: {spec.caption}",
         f"scale {spec.scale}; final evaluation round; mixed model (1−λ)θ^g + λθ^l on each "
-        f"client's test split; points = {spec.stat} over clients, mean over seeds; "
+        f"client's test split; points = {metric_name(spec.metric)}, "
+        f"{STAT_WORDS.get(spec.stat, spec.stat)} (stat {spec.stat}), mean over seeds; "
         f"error bars = ±std across clients (population, ddof=0), mean over seeds",
         "numbers in each panel's legend = best averaged "
         + spec.metric

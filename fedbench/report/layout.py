@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,103 @@ def quantity_label(q: Quantity | CellLayout, percent: bool) -> str:
     """E.g. 'top1 (protocol global, stat wmean), in % (×100)'; only accuracies get the %."""
     text = f"{q.metric} (protocol {q.protocol}, stat {q.stat})"
     return text + (", in % (×100)" if value_scale(q.metric, percent) != 1.0 else "")
+
+
+# Plain words for figures (axis labels and the title line that explains them); tables and CSVs keep
+# the code names (quantity_label).
+METRIC_NAMES = {
+    "loss": "Loss",
+    "ece": "Expected calibration error (ECE)",
+    "mce": "Maximum calibration error (MCE)",
+    "auroc": "AUROC",
+}
+STAT_WORDS = {
+    "mean": "mean over clients",
+    "wmean": "sample-weighted mean over clients",
+    "std": "standard deviation across clients (population)",
+    "min": "the lowest client's value",
+    "max": "the highest client's value",
+    "worst10": "mean of the lowest 10% of clients",
+    "best10": "mean of the highest 10% of clients",
+    "gini": "Gini coefficient across clients (0 = all equal)",
+    "worst10_release": "sample-weighted mean of the lowest floor(K/10) clients (AAggFF release)",
+    "best10_release": "sample-weighted mean of the highest floor(K/10) clients (AAggFF release)",
+}
+# Stats that turn a level into a spread: the axis names them.
+AXIS_STATS = {"std": "std across clients", "gini": "Gini coefficient across clients"}
+PROTOCOL_WORDS = {
+    "global": "the global model on each client's test split",
+    "personal": "each client's personalised model on its test split",
+    GLOBAL_TEST: "the global model on the pooled test set",
+    TRAIN: "the round's training loss, mean over the training clients",
+    SERVER: "a scalar the algorithm's server logs",
+    "best_lambda": "each client's best λ on its test split",
+    "val_lambda": "each client's λ chosen on a validation split",
+}
+# Per row of a curve figure, so lines that coincide stay apart: ":" is kept for diverged runs.
+LINE_STYLES = ("-", "--", "-.", (0, (6, 1.5, 1, 1.5, 1, 1.5)))
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+MARKS_PER_LINE = 8
+
+
+def metric_name(metric: str) -> str:
+    """'Top-1 accuracy' for top1, 'Loss', ...; any other name (a server scalar) as it is."""
+    top = re.fullmatch(r"top(\d+)", metric)
+    return f"Top-{top.group(1)} accuracy" if top else METRIC_NAMES.get(metric, metric)
+
+
+def protocol_words(protocol: str) -> str:
+    """What a protocol evaluates, in words."""
+    lam = re.fullmatch(r"lambda(\d+(?:\.\d+)?)", protocol)
+    if lam:
+        return f"the mixed model (1−λ)θ^g + λθ^l at λ = {lam.group(1)}"
+    return PROTOCOL_WORDS.get(protocol, f"protocol {protocol}")
+
+
+def axis_label(metric: str, stat: str, percent: bool) -> str:
+    """A figure's value axis in plain words, e.g. 'Top-1 accuracy (%)'; a spread stat is named
+    ('Top-1 accuracy, std across clients (%)'); protocol and stat are the title's to explain."""
+    text = metric_name(metric) + (f", {AXIS_STATS[stat]}" if stat in AXIS_STATS else "")
+    if value_scale(metric, percent) != 1.0:
+        text += " (×100)" if stat == "gini" else " (%)"
+    return text
+
+
+def axis_note(spec: CellLayout, percent: bool) -> str:
+    """The title line saying what the value axis shows, in words and with the code names."""
+    label = axis_label(spec.metric, spec.stat, percent)
+    stat = f", {STAT_WORDS[spec.stat]} (stat {spec.stat})" if spec.stat in STAT_WORDS else ""
+    by, where = variation(spec, "protocol")
+    if by == "table":
+        (protocol,) = where or [spec.protocol]
+        joiner = ", " if protocol in (SERVER, TRAIN) else " of "
+        words = protocol_words(protocol)
+        return f"y axis: {label}{joiner}{words} (protocol {protocol}){stat}"
+    place = "after each panel's title" if by == "column" else "after each line's name"
+    legend = "; ".join(f"{p} = {protocol_words(p)}" for p in where)
+    return f"y axis: {label}{stat}; protocol per {by}, in brackets {place}: {legend}"
+
+
+def row_styles(rows: list[dict], ms: float = 4.5) -> dict[str, dict[str, Any]]:
+    """Row id -> color, line style and marker (size `ms`), distinct per row (up to 40 rows), so
+    a line drawn exactly over another still shows: another dash, another marker, every other
+    row's marker hollow and larger (a filled marker shows inside a hollow one drawn over it)."""
+    return {
+        str(row["id"]): {
+            "color": f"C{i % 10}",
+            "ls": LINE_STYLES[i % len(LINE_STYLES)],
+            "marker": MARKERS[i % len(MARKERS)],
+            **({"ms": 1.7 * ms, "mfc": "none", "mew": 1.1} if i % 2 else {"ms": ms}),
+        }
+        for i, row in enumerate(rows)
+    }
+
+
+def marker_every(points: int, row: int, rows: int) -> tuple[int, int]:
+    """(start, step) for matplotlib's `markevery`: about MARKS_PER_LINE markers on a line, each
+    row's at other points than its neighbours' (row `row` of `rows` starts `row` points later)."""
+    step = max(1, round(points / MARKS_PER_LINE), min(rows, points // 4))
+    return min(row % step, max(points - 1, 0)), step
 
 
 def variation(spec: CellLayout, key: str) -> tuple[str, dict[str, list[str]]]:

@@ -15,6 +15,7 @@ from fedbench.io import write_text
 from fedbench.metrics import PACK_STATS
 from fedbench.papers import PaperValues
 from fedbench.report.collect import GLOBAL_TEST, TRAIN, RunData, run_series
+from fedbench.report.html_table import html_table
 from fedbench.report.layout import (
     PROTOCOL_NOTES,
     LayoutError,
@@ -64,6 +65,10 @@ SUMMARY_NOTE = (
     "summary columns ({names}) are computed from each row's cells: the mean or the sample "
     "standard deviation (ddof=1) over the listed columns of our means (of the paper's values for "
     "its own); blank unless every listed cell has runs"
+)
+NO_PAPER_NOTE = (
+    "none for this table, so no paper or Δ columns (the CSV keeps its paper, paper_std and "
+    "delta columns, empty)"
 )
 DIVERGED_NOTE = (
     "a cell reading 'diverged (round r)' had a run diverge at round r; a diverged run is never "
@@ -385,7 +390,15 @@ def _summary_rows(
     return out
 
 
-def _ours_note(spec: TableSpec) -> str:
+def _ours_note(spec: TableSpec, paper: bool = True) -> str:
+    """How ours is summarised; without paper values, without the paper's and Δ's definitions."""
+    note = _ours_note_with_paper(spec)
+    if paper:
+        return note
+    return note.split("; paper 'v (c)'")[0].split("; Δ = ")[0]
+
+
+def _ours_note_with_paper(spec: TableSpec) -> str:
     if spec.spread is not None:
         note = SPREAD_NOTE.format(spread=spec.spread)
         instead = {
@@ -409,14 +422,16 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
         *quantity_lines(spec, spec.percent),
         ("Eval protocol", eval_protocol_label(spec)),
         ("Scale", spec.scale),
-        ("Ours", _ours_note(spec)),
+        ("Ours", _ours_note(spec, has_paper(table))),
     ]
     if spec.summaries:
         names = ", ".join(str(x.get("label", x["id"])) for x in spec.summaries)
         lines.append(("Summaries", SUMMARY_NOTE.format(names=names)))
     lines += [("Note", note) for note in spec.notes]
-    if table.attrs.get("paper_source"):
+    if table.attrs.get("paper_source") and has_paper(table):
         lines.append(("Paper values from", table.attrs["paper_source"]))
+    if not has_paper(table):
+        lines.append(("Paper values", NO_PAPER_NOTE))
     if (table["n_diverged"] > 0).any():
         lines.append(("Diverged", DIVERGED_NOTE))
     lines += [("WARNING", w) for w in warning_lines(spec.scale, standin)]
@@ -467,19 +482,41 @@ def display_columns(spec: TableSpec) -> list[dict]:
     return [*spec.columns, *({"label": s.get("label", s["id"]), **s} for s in spec.summaries)]
 
 
+def has_paper(table: pd.DataFrame) -> bool:
+    """Whether any cell has a paper value: a table without one shows no paper and Δ columns."""
+    return bool(table["paper"].notna().any())
+
+
+def cell_parts(table: pd.DataFrame) -> tuple[str, ...]:
+    """The display columns under each table column: paper | ours | Δ, or ours alone."""
+    return ("paper", "ours", "Δ") if has_paper(table) else ("ours",)
+
+
 def _grid(table: pd.DataFrame, spec: TableSpec) -> list[list[str]]:
-    """Display rows: row label, then paper/ours/Δ per column (summary columns last)."""
+    """Display rows: row label, then paper/ours/Δ per column (summary columns last); ours alone
+    when no cell has a paper value."""
     by_cell = {(r["row"], r["column"]): r for _, r in table.iterrows()}
+    keep = slice(None) if has_paper(table) else slice(1, 2)
     grid = []
     for row in spec.rows:
         line = [str(row["label"])]
         for col in spec.columns:
             cell = by_cell[(str(row["id"]), str(col["id"]))]
-            line += display_cells(cell, spec.decimals, spread=spec.spread is not None)
+            line += display_cells(cell, spec.decimals, spread=spec.spread is not None)[keep]
         for summ in spec.summaries:
-            line += _summary_cells(by_cell[(str(row["id"]), str(summ["id"]))], spec.decimals)
+            cell = by_cell[(str(row["id"]), str(summ["id"]))]
+            line += _summary_cells(cell, spec.decimals)[keep]
         grid.append(line)
     return grid
+
+
+def _head(table: pd.DataFrame, spec: TableSpec) -> list[str]:
+    """Column headings after the row labels: 'label paper', 'label ours', 'label Δ' per column,
+    or each column's label alone when the table shows ours alone."""
+    parts = cell_parts(table)
+    if len(parts) == 1:
+        return [str(c["label"]) for c in display_columns(spec)]
+    return [f"{c['label']} {part}" for c in display_columns(spec) for part in parts]
 
 
 def _md_escape(text: str) -> str:
@@ -492,9 +529,7 @@ def to_markdown(table: pd.DataFrame, spec: TableSpec) -> str:
     lines = [f"# {spec.paper} {spec.name}: {_md_escape(spec.caption)}", ""]
     for key, text in header_lines(table, spec):
         lines.append(f"- **WARNING: {text}**" if key == "WARNING" else f"- {key}: {text}")
-    head = [""]
-    for col in display_columns(spec):
-        head += [f"{col['label']} paper", f"{col['label']} ours", f"{col['label']} Δ"]
+    head = ["", *_head(table, spec)]
     lines += ["", "| " + " | ".join(_md_escape(h) for h in head) + " |"]
     lines.append("|:--|" + "--:|" * (len(head) - 1))
     for line in _grid(table, spec):
@@ -516,6 +551,8 @@ TEX_SPECIAL = {
     "±": r"$\pm$",
     "Δ": r"$\Delta$",
     "λ": r"$\lambda$",
+    "μ": r"$\mu$",
+    "ν": r"$\nu$",
     "≥": r"$\geq$",
     "—": "---",
     "−": "$-$",
@@ -540,18 +577,24 @@ def to_latex(table: pd.DataFrame, spec: TableSpec) -> str:
     title = spec.caption.rstrip() + ("" if spec.caption.rstrip().endswith((".", "!", "?")) else ".")
     caption = " ".join([tex_escape(title), *map(tex_escape, notes), *warn])
     n = len(display_columns(spec))
+    k = len(cell_parts(table))
     lines += [
         r"\begin{table}[t]",
         r"\centering",
         f"\\caption{{{caption}}}",
         f"\\label{{tab:{tex_escape(spec.paper)}-{tex_escape(spec.name)}}}",
-        f"\\begin{{tabular}}{{l{'rrr' * n}}}",
+        f"\\begin{{tabular}}{{l{'r' * k * n}}}",
         r"\toprule",
     ]
-    groups = [f"\\multicolumn{{3}}{{c}}{{{tex_escape(c['label'])}}}" for c in display_columns(spec)]
-    lines.append(" & ".join(["", *groups]) + r" \\")
-    lines.append("".join(f"\\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(n)))
-    lines.append(" & ".join(["", *(["paper", "ours", r"$\Delta$"] * n)]) + r" \\")
+    if k == 1:
+        lines.append(" & ".join(["", *map(tex_escape, _head(table, spec))]) + r" \\")
+    else:
+        groups = [
+            f"\\multicolumn{{3}}{{c}}{{{tex_escape(c['label'])}}}" for c in display_columns(spec)
+        ]
+        lines.append(" & ".join(["", *groups]) + r" \\")
+        lines.append("".join(f"\\cmidrule(lr){{{2 + 3 * i}-{4 + 3 * i}}}" for i in range(n)))
+        lines.append(" & ".join(["", *(["paper", "ours", r"$\Delta$"] * n)]) + r" \\")
     lines.append(r"\midrule")
     for line in _grid(table, spec):
         lines.append(" & ".join(tex_escape(c) for c in line) + r" \\")
@@ -569,16 +612,38 @@ def to_csv(table: pd.DataFrame, spec: TableSpec) -> str:
     return head + buf.getvalue()
 
 
+def to_html(table: pd.DataFrame, spec: TableSpec) -> str:
+    """One self-contained, sortable HTML page of the table (what Snakemake's report shows): the
+    header lines, then paper | ours | Δ per column (ours alone without paper values)."""
+    parts = cell_parts(table)
+    notes = [(k, t) for k, t in header_lines(table, spec) if k not in ("Paper", "Table")]
+    groups = [str(c["label"]) for c in display_columns(spec)] if len(parts) > 1 else None
+    head = ["", *(list(parts) * len(display_columns(spec)) if groups else _head(table, spec))]
+    return html_table(
+        f"{spec.paper} {spec.name}: {spec.caption}",
+        notes,
+        groups,
+        head,
+        _grid(table, spec),
+        foot=(
+            f"Click a column's header to sort by it. Every cell's seeds, rounds, status and "
+            f"quantity: {spec.name}.csv beside this file."
+        ),
+    )
+
+
 def _with_suffix(prefix: Path, ext: str) -> Path:
     """`prefix` + ext, keeping any dots already in the name."""
     return prefix.with_name(prefix.name + ext)
 
 
 def write_table(table: pd.DataFrame, spec: TableSpec, out_prefix: str | Path) -> list[Path]:
-    """Write out_prefix.md, .tex and .csv atomically; return their paths."""
+    """Write out_prefix.md, .tex, .csv and .html (the report's view) atomically; return their
+    paths."""
     out_prefix = Path(out_prefix)
     paths = []
-    for ext, render in ((".md", to_markdown), (".tex", to_latex), (".csv", to_csv)):
+    renders = ((".md", to_markdown), (".tex", to_latex), (".csv", to_csv), (".html", to_html))
+    for ext, render in renders:
         path = _with_suffix(out_prefix, ext)
         write_text(path, render(table, spec))
         paths.append(path)

@@ -33,7 +33,7 @@ def test_table3_3_is_a_target_that_reads_no_run(grid, catalog, scale):
 @pytest.mark.parametrize("scale", ["smoke", "paper"])
 def test_table3_3_has_the_thesis_values_beside_ours(tmp_path, grid, catalog, scale):
     paths = render(grid, "tables", "table3_3", catalog, scale, tmp_path / "table3_3.md")
-    assert [p.suffix for p in paths] == [".md", ".tex", ".csv"]
+    assert [p.suffix for p in paths] == [".md", ".tex", ".csv", ".html"]
     with open(tmp_path / "table3_3.csv") as f:
         cells_ = list(csv.DictReader(f))
     assert len(cells_) == 18
@@ -62,3 +62,27 @@ def test_bad_entries_are_named(tmp_path, catalog, change, needle):
     (tmp_path / "aaggff.yaml").write_text(yaml.safe_dump(raw))
     with pytest.raises(ConfigError, match=needle):
         load_grid(tmp_path / "aaggff.yaml", catalog)
+
+
+def test_a_computed_table_without_paper_values_shows_ours_alone(tmp_path):
+    from fedbench.report.computed import ComputedTableSpec, write_computed_table
+
+    spec = ComputedTableSpec(
+        paper="demo",
+        name="t",
+        caption="c",
+        scale="smoke",
+        rows=[{"id": "a", "label": "A"}],
+        columns=[{"id": "x", "label": "X"}, {"id": "y", "label": "Y"}],
+        values={("a", "x"): 0.25, ("a", "y"): 0.5},
+        decimals=2,
+        method="by hand",
+    )
+    md, tex, csv_text, page = (
+        p.read_text() for p in write_computed_table(spec, None, tmp_path / "t")
+    )
+    assert "|  | X | Y |\n" in md and "| A | 0.25 | 0.50 |" in md
+    assert "- Paper values: none for this table, so no paper or Δ columns" in md
+    assert r" & X & Y \\" in tex and "paper" not in tex.split(r"\begin{tabular}")[1]
+    assert csv_text.splitlines()[0] == "row,column,paper,ours,delta,row_label,column_label"
+    assert '<td data-v="0.5">0.50</td>' in page and ">paper<" not in page

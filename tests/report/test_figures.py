@@ -87,7 +87,9 @@ def test_row_protocol_override(runs):
     fig = make_figure(s)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == ["FedAvg [global]", "Ditto [personal]"]
-    assert "protocol per row" in fig.axes[0].get_ylabel()
+    assert fig.axes[0].get_ylabel() == "Top-1 accuracy (%)"  # the title says the protocols
+    text = " ".join(fig.get_suptitle().split())
+    assert "protocol per row, in brackets after each line's name: global = the global model" in text
 
 
 def test_best_lambda_note_and_column_protocol(make):
@@ -112,3 +114,37 @@ def test_only_protocol_may_vary():
         spec({}, rows=rows)
     same = [{"id": "fedavg", "label": "FedAvg", "metric": "top1", "stat": "mean"}]
     spec({}, rows=same)  # an override equal to the figure's own quantity is fine
+
+
+def test_rows_get_distinct_styles_even_when_their_curves_coincide(make):
+    """Quick figure1's FedAvg lies exactly under FedProx: each row gets its own color, dash and
+    marker (every other one hollow), with markers at other rounds, so both stay visible."""
+    algos = ("fedavg", "fedprox", "scaffold")
+    rows = [{"id": a, "label": a} for a in algos]
+    curve = {r: 0.5 + 0.01 * r for r in range(1, 13)}  # the same 12 points for every row
+    cells = {(a, "mnist"): [make(seed=0, algorithm=a, curve=curve)] for a in algos}
+    fig = make_figure(spec(cells, rows=rows, columns=COLS[:1]))
+    lines = fig.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == list(algos)
+    np.testing.assert_array_equal(lines[0].get_ydata(), lines[1].get_ydata())  # they coincide
+    for get in ("get_color", "get_linestyle", "get_marker"):
+        assert len({getattr(line, get)() for line in lines}) == 3, get
+    assert [line.get_markerfacecolor() == "none" for line in lines] == [False, True, False]
+    assert len({line.get_markevery()[0] for line in lines}) == 3  # markers at other rounds
+    legend = fig.legends[0].legend_handles
+    assert [h.get_marker() for h in legend] == [line.get_marker() for line in lines]
+
+
+def test_plain_axis_labels_and_the_quantity_in_the_title(runs):
+    fig = make_figure(spec({("fedavg", "mnist"): [runs["avg0"]]}, stat="wmean"))
+    assert fig.axes[0].get_ylabel() == "Top-1 accuracy (%)"
+    assert fig.axes[0].get_xlabel() == "Round"
+    text = " ".join(fig.get_suptitle().split())
+    assert (
+        "y axis: Top-1 accuracy (%) of the global model on each client's test split (protocol "
+        "global), sample-weighted mean over clients (stat wmean)"
+    ) in text
+    loss = make_figure(spec({("fedavg", "mnist"): [runs["avg0"]]}, metric="loss"))
+    assert loss.axes[0].get_ylabel() == "Loss"  # percent scales accuracies only
+    gini = make_figure(spec({("fedavg", "mnist"): [runs["avg0"]]}, stat="gini"))
+    assert gini.axes[0].get_ylabel() == "Top-1 accuracy, Gini coefficient across clients (×100)"

@@ -178,3 +178,19 @@ def test_cells_layout_only_for_lambda():
         spec({}, kind="rounds", panels="cells")
     with pytest.raises(LayoutError, match="unknown panels"):
         spec({}, panels="rows")
+
+
+def test_rows_get_distinct_styles(make):
+    """Two rows with the same numbers: other color, dash and marker (the second hollow and
+    larger, so the first shows inside it), in the panel legend too."""
+    cells = {("mm", "a"): [lam_run(make, 0)], ("apfl", "a"): [lam_run(make, 0, "apfl")]}
+    fig = make_figure(spec(cells))
+    ax = fig.axes[0]
+    mm, apfl = (c.lines[0] for c in ax.containers)
+    assert list(mm.get_ydata()) == pytest.approx(list(apfl.get_ydata()))
+    assert mm.get_color() != apfl.get_color() and mm.get_marker() != apfl.get_marker()
+    assert mm.get_linestyle() != apfl.get_linestyle()
+    assert apfl.get_markerfacecolor() == "none" and apfl.get_markersize() > mm.get_markersize()
+    handles = ax.get_legend().legend_handles
+    assert [h.get_marker() for h in handles] == [mm.get_marker(), apfl.get_marker()]
+    assert ax.get_ylabel() == "Top-1 accuracy (%)"

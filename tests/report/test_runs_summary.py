@@ -60,7 +60,7 @@ def test_cli_table_out_builds_the_table_from_the_finished_runs(tmp_path, monkeyp
     body = [line for line in md.splitlines() if line.startswith("| ")]
     assert "(n=2)" in body[1] and body[1].count("—") >= 2
     assert all("(n=" not in line for line in body[2:])
-    assert {p.suffix for p in tmp_path.glob("partial.*")} == {".md", ".tex", ".csv"}
+    assert {p.suffix for p in tmp_path.glob("partial.*")} == {".md", ".tex", ".csv", ".html"}
 
 
 def test_partial_table_counts_a_run_shared_by_two_rows_once(tmp_path, monkeypatch):

@@ -54,8 +54,8 @@ def cell(df: pd.DataFrame, row: str, col: str) -> pd.Series:
 
 
 def texts(paths: list[Path]) -> list[str]:
-    """md, tex, csv contents."""
-    return [p.read_text() for p in paths]
+    """md, tex, csv contents (the .html, last, left out)."""
+    return [p.read_text() for p in paths if p.suffix != ".html"]
 
 
 def test_column_metric_and_row_protocol(make, tmp_path):
@@ -115,7 +115,7 @@ def test_row_metric_percent_only_for_accuracies(make, tmp_path):
         "other metrics (ece) not"
     )
     assert f"- Percent: {percent} scaled\n" in md
-    assert "| FedAvg ECE | — | 0.07 ± 0.01 (n=2) | — |" in md
+    assert "| FedAvg ECE | 0.07 ± 0.01 (n=2) |" in md  # no paper values: ours alone
 
 
 def test_uniform_loss_table_not_scaled(make):
@@ -270,14 +270,15 @@ def test_plain_table_unchanged(make, tmp_path):
         "Eval protocol",
         "Scale",
         "Ours",
+        "Paper values",  # none: the one line this table gains, as it loses paper and Δ
         "WARNING",
     ]
     head = dict(header_lines(df, s))
     assert head["Quantity"] == "top1 (protocol global, stat mean), in % (×100)"
     assert head["Eval protocol"] == "final round (last evaluated round)"
-    assert head["Ours"] == STD_NOTE
+    assert head["Ours"] == STD_NOTE.removesuffix("; Δ = ours − paper")  # no paper, no Δ
     c = cell(df, "fedavg", "mnist")
     assert math.isnan(c.ours_spread) and c.eval_protocol == head["Eval protocol"]
     md = write_table(df, s, tmp_path / "t")[0].read_text()
-    assert "| FedAvg | — | 71.00 ± 4.24 (n=2) | — |" in md
+    assert "| FedAvg | 71.00 ± 4.24 (n=2) |" in md
     assert to_csv(df, s).startswith("# Paper: demo\n# Table: t: demo\n# Quantity: top1 (")

@@ -87,7 +87,7 @@ def test_one_seed_has_no_pm(runs, tmp_path):
     df = build_table(s, None)
     assert math.isnan(cell(df, "fedavg").ours_std)
     md = write_table(df, s, tmp_path / "t")[0].read_text()
-    assert "| FedAvg | — | 74.00 (n=1) | — |" in md
+    assert "| FedAvg | 74.00 (n=1) |" in md  # no paper values: no paper and Δ columns
 
 
 def test_diverged_cell(runs, tmp_path):
@@ -159,7 +159,7 @@ def test_files_written_and_nothing_else(runs, tmp_path):
     out = tmp_path / "papers" / "demo"
     paths = write_table(build_table(s, paper_values(tmp_path)), s, out / "table2_3")
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["table2_3.csv", "table2_3.md", "table2_3.tex"]
+    assert names == ["table2_3.csv", "table2_3.html", "table2_3.md", "table2_3.tex"]
     assert sorted(p.name for p in paths) == names
     csv = pd.read_csv(out / "table2_3.csv", comment="#")
     assert list(csv.columns[:9]) == [
@@ -252,9 +252,13 @@ def test_summary_columns_from_the_rows_cells(make, tmp_path):
     assert math.isnan(cell(df, "fedprox", "avg").ours_mean)  # its CIFAR cell has no runs
     assert cell(df, "fedprox", "avg").status == "no runs"
     md = write_table(df, s, tmp_path / "t")[0].read_text()
-    assert "Avg ours" in md and "H.Avg paper" in md and "Summaries:" in md
+    assert "| | MNIST | CIFAR | Avg | Std | H.Avg |" in md.replace("|  |", "| |")
+    assert "Summaries:" in md and "H.Avg paper" not in md  # no paper values: ours alone
     tex = (tmp_path / "t.tex").read_text()
-    assert tex.count("multicolumn{3}") == 5  # 2 columns + 3 summaries
+    assert r"\begin{tabular}{lrrrrr}" in tex and "multicolumn" not in tex
+    md = write_table(build_table(s, paper_values(tmp_path)), s, tmp_path / "p")[0].read_text()
+    assert "Avg ours" in md and "H.Avg paper" in md  # one paper value: paper | ours | Δ
+    assert (tmp_path / "p.tex").read_text().count("multicolumn{3}") == 5  # 2 + 3 summaries
     for bad, needle in (
         ({"id": "mnist", "stat": "mean"}, "unlike every column"),
         ({"id": "x", "stat": "median"}, "stat"),
@@ -281,3 +285,57 @@ def test_paper_ref_reads_the_papers_value_from_another_table(runs, tmp_path):
     s = spec({("mine", "mnist"): [runs["avg0"]]}, name="table9", rows=rows)
     df = build_table(s, pv)
     assert cell(df, "mine").paper == 74.8 and math.isnan(cell(df, "fedprox").paper)
+
+
+def test_no_paper_values_no_paper_or_delta_columns(runs, tmp_path):
+    """A quick-like table (no value of the paper anywhere): ours alone in .md, .tex and .html;
+    the CSV keeps its paper, paper_std and delta columns (empty) and every header says so."""
+    cols = [*COLS, {"id": "synthetic", "label": "Synthetic"}]
+    cells = {
+        ("fedavg", "mnist"): [runs["avg0"], runs["avg1"]],
+        ("fedprox", "mnist"): [runs["prox1"]],
+    }
+    s = spec(cells, columns=cols)
+    df = build_table(s, None)
+    md, tex, csv, page = (p.read_text() for p in write_table(df, s, tmp_path / "t"))
+    assert "|  | MNIST | Synthetic |\n|:--|--:|--:|\n" in md
+    assert "| FedAvg | 71.00 ± 4.24 (n=2) | — |" in md and "| FedProx | 74.00 (n=1) | — |" in md
+    assert "paper |" not in md and "Δ |" not in md and "Δ = ours − paper" not in md
+    assert "- Paper values: none for this table, so no paper or Δ columns" in md
+    assert r"\begin{tabular}{lrr}" in tex and "multicolumn" not in tex
+    assert r" & MNIST & Synthetic \\" in tex and r"paper & ours" not in tex
+    read = pd.read_csv(tmp_path / "t.csv", comment="#")
+    assert {"paper", "paper_std", "delta"} <= set(read.columns)
+    assert read[["paper", "paper_std", "delta"]].isna().all().all()
+    assert "# Paper values: none for this table" in csv and "keeps its paper, paper_std" in csv
+    assert '<th scope="col">MNIST</th>' in page and ">paper<" not in page and "colspan" not in page
+    assert '<td data-v="71.0">71.00 ± 4.24 (n=2)</td>' in page
+
+
+def test_paper_values_keep_paper_ours_delta_everywhere(runs, tmp_path):
+    """One value of the paper is enough: every column shows paper | ours | Δ, as before."""
+    cols = [*COLS, {"id": "synthetic", "label": "Synthetic"}]
+    s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]}, columns=cols)
+    df = build_table(s, paper_values(tmp_path))
+    md, tex, _, page = (p.read_text() for p in write_table(df, s, tmp_path / "t"))
+    head = (
+        "|  | MNIST paper | MNIST ours | MNIST Δ | Synthetic paper | Synthetic ours | Synthetic Δ |"
+    )
+    assert head in md
+    assert "| FedAvg | 74.80 ± 1.20 | 71.00 ± 4.24 (n=2) | -3.80 | — | — | — |" in md
+    assert "Paper values:" not in md and "- Paper values from: a test" in md
+    assert tex.count(r"\multicolumn{3}{c}") == 2 and r"\begin{tabular}{lrrrrrr}" in tex
+    assert '<th colspan="3">MNIST</th>' in page and '<th scope="col">Δ</th>' in page
+    assert '<td data-v="-3.8">-3.80</td>' in page and '<td data-v="74.8">74.80 ± 1.20</td>' in page
+
+
+def test_html_view_is_one_self_contained_sortable_page(runs, tmp_path):
+    rows = [{"id": "fedavg", "label": "Fed<Avg> & co"}, {"id": "fedprox", "label": "FedProx"}]
+    s = spec({("fedavg", "mnist"): [runs["avg0"]]}, rows=rows, caption="Accuracy <top-1>")
+    page = write_table(build_table(s, None), s, tmp_path / "t")[3].read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert "<h1>demo table2_3: Accuracy &lt;top-1&gt;</h1>" in page
+    assert "<td>Fed&lt;Avg&gt; &amp; co</td>" in page  # labels escaped
+    assert '<li class="warning">WARNING: ' + QUICK_NOTE in page
+    assert 'class="sortable"' in page and "addEventListener" in page  # click a header: sort
+    assert "http" not in page and "src=" not in page  # nothing to fetch: the report embeds it

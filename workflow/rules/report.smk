@@ -1,18 +1,30 @@
 PAPER_OUT = "results/{scale}/papers/{paper}"
 
 
+# The report shows each table as its .html (a sortable table with the header notes; Snakemake's
+# report shows HTML inline, while .md, .tex and .csv would only be links to download) and offers
+# the .csv, the tidy per-cell values, under its own subcategory. "output" is the first label: the
+# report lists one line per output (a later label with two values would become a toggle).
 rule table:
     input:
         output_inputs("tables"),
     output:
-        md=report(
-            f"{PAPER_OUT}/{{table}}.md",
+        md=f"{PAPER_OUT}/{{table}}.md",
+        tex=f"{PAPER_OUT}/{{table}}.tex",
+        csv=report(
+            f"{PAPER_OUT}/{{table}}.csv",
+            caption="../report/table_csv.rst",
+            category="{paper}",
+            subcategory="table data, CSV ({scale} scale)",
+            labels={"output": "{table}", "paper": "{paper}", "scale": "{scale}"},
+        ),
+        html=report(
+            f"{PAPER_OUT}/{{table}}.html",
+            caption="../report/table.rst",
             category="{paper}",
             subcategory="tables ({scale} scale)",
-            labels={"paper": "{paper}", "output": "{table}", "scale": "{scale}"},
+            labels={"output": "{table}", "paper": "{paper}", "scale": "{scale}"},
         ),
-        tex=f"{PAPER_OUT}/{{table}}.tex",
-        csv=f"{PAPER_OUT}/{{table}}.csv",
     log:
         "logs/{scale}/table/{paper}/{table}.log",
     wildcard_constraints:
@@ -41,7 +53,7 @@ rule figure:
             f"{PAPER_OUT}/{{figure}}.png",
             category="{paper}",
             subcategory="figures ({scale} scale)",
-            labels={"paper": "{paper}", "output": "{figure}", "scale": "{scale}"},
+            labels={"output": "{figure}", "paper": "{paper}", "scale": "{scale}"},
         ),
         pdf=f"{PAPER_OUT}/{{figure}}.pdf",
     log:
