@@ -55,6 +55,17 @@ class OutputKind:
         raise NotImplementedError
 
 
+def check_axes(where: str, out: dict[str, Any]) -> None:
+    """`rows` and `columns`: non-empty lists of mappings, each with a unique `id`."""
+    for axis in ("rows", "columns"):
+        entries = out.get(axis)
+        if not isinstance(entries, list) or not entries:
+            raise ConfigError(f"{where}: missing key {axis!r} (a non-empty list of mappings)")
+        ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
+        if None in ids or len(set(ids)) != len(ids):
+            raise ConfigError(f"{where}.{axis}: every entry needs a unique 'id'")
+
+
 def _taken_elsewhere(where: str, keys: list[str]) -> str:
     """'; figure1.spread: only tables take it' for each key another kind takes."""
     notes = []

@@ -11,7 +11,7 @@ import numpy as np
 from fedbench.algorithms.aaggff import CODE_INDEX, cdf
 from fedbench.cells import Grid, RunKey, spec_header
 from fedbench.config import ConfigError
-from fedbench.outputs.base import OutputKind
+from fedbench.outputs.base import OutputKind, check_axes
 from fedbench.report.computed import ComputedTableSpec, write_computed_table
 
 # Table 3.3's example losses and its rows, in the thesis's order.
@@ -49,11 +49,7 @@ class CdfResponsesKind(OutputKind):
                 continue
             if isinstance(value, bool) or not (isinstance(value, int) and 0 <= value <= 10):
                 raise ConfigError(f"{where}.{key}: expected an integer in 0..10, got {value!r}")
-        for axis in ("rows", "columns"):
-            entries = out.get(axis)
-            ids = [e.get("id") if isinstance(e, dict) else None for e in entries or []]
-            if not ids or None in ids or len(set(ids)) != len(ids):
-                raise ConfigError(f"{where}.{axis}: a non-empty list of mappings with unique ids")
+        check_axes(where, out)
         bad = [r["id"] for r in out["rows"] if r["id"] not in CODE_INDEX]
         if bad:
             raise ConfigError(f"{where}.rows: {bad} are not CDFs; valid: {list(CODE_INDEX)}")

@@ -16,7 +16,7 @@ from fedbench.cells import (
     spec_header,
 )
 from fedbench.config import ConfigError
-from fedbench.outputs.base import OutputKind
+from fedbench.outputs.base import OutputKind, check_axes
 from fedbench.report.deviations import DeviationFigureSpec, write_deviation_figure
 
 AXIS_KEYS = ("id", "label", "dataset", "partition", "model", "algorithm")
@@ -44,14 +44,9 @@ class DeviationKind(OutputKind):
             raise ConfigError(
                 f"{where}.protocol: expected a protocol name, got {out['protocol']!r}"
             )
+        check_axes(where, out)
         for axis in ("rows", "columns"):
-            entries = out.get(axis)
-            if not isinstance(entries, list) or not entries:
-                raise ConfigError(f"{where}: missing key {axis!r} (a non-empty list of mappings)")
-            ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
-            if None in ids or len(set(ids)) != len(ids):
-                raise ConfigError(f"{where}.{axis}: every entry needs a unique 'id'")
-            for e in entries:
+            for e in out[axis]:
                 bad = sorted(set(e) - set(AXIS_KEYS))
                 if bad:
                     raise ConfigError(

@@ -9,7 +9,7 @@ from typing import Any
 
 from fedbench.cells import Grid, RunKey, check_names, choose_dataset, column_labels, spec_header
 from fedbench.config import ConfigError
-from fedbench.outputs.base import OutputKind
+from fedbench.outputs.base import OutputKind, check_axes
 from fedbench.report.partitions import (
     SPLITS,
     PartitionFigureSpec,
@@ -29,13 +29,7 @@ class PartitionKind(OutputKind):
         seeds = out.get("seeds", [0])
         if not isinstance(seeds, list) or len(seeds) != 1:
             raise ConfigError(f"{where}.seeds: a partition figure draws one seed's split: give one")
-        for axis in ("rows", "columns"):
-            entries = out.get(axis)
-            if not isinstance(entries, list) or not entries:
-                raise ConfigError(f"{where}: missing key {axis!r} (a non-empty list)")
-            ids = [e.get("id") if isinstance(e, dict) else None for e in entries]
-            if None in ids or len(set(ids)) != len(ids):
-                raise ConfigError(f"{where}.{axis}: every entry needs a unique 'id'")
+        check_axes(where, out)
         for row in out["rows"]:
             if row["id"] not in SPLITS:
                 raise ConfigError(f"{where}.rows: id {row['id']!r} is not a split; valid: {SPLITS}")
