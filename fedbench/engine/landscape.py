@@ -12,6 +12,7 @@ e.g. BCE on one logit under `bce_logit`) on the official test set at each grid p
 from __future__ import annotations
 
 import logging
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from fedbench.data.base import load_dataset
 from fedbench.engine.build import build_run
 from fedbench.engine.functional import make_apply
 from fedbench.engine.run import pick_device
+from fedbench.io import DamagedFile, MissingFile
 from fedbench.metrics.landscape import LandscapeError, LandscapeSettings, save_landscape
 from fedbench.metrics.objectives import CROSS_ENTROPY
 from fedbench.rng import Streams
@@ -131,7 +133,13 @@ def compute_run_landscape(
     ds = load_dataset(dataset_path)
     parts = build_run(spec, ds, dev)  # its initial weights are replaced by the saved ones
     model, cfg = parts.model, parts.config
-    params = torch.load(params_path, map_location=dev, weights_only=True)
+    try:
+        params = torch.load(params_path, map_location=dev, weights_only=True)
+    except FileNotFoundError:
+        raise MissingFile(params_path, "parameter", "train") from None
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as err:
+        problem = f"parameter file {params_path} is damaged ({type(err).__name__}: {err})"
+        raise DamagedFile(params_path, problem, "train") from err
     expected = {n: p.shape for n, p in model.named_parameters()}
     if {k: v.shape for k, v in params.items()} != expected:
         raise LandscapeError(

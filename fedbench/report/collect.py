@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from fedbench.io import read_jsonl
+from fedbench.io import read_jsonl, rewrite_advice
 
 RUN_KEYS = ("scale", "dataset", "partition", "model", "algorithm", "seed")
 RUN_FRAME_COLUMNS = (
@@ -84,11 +84,13 @@ class RunData:
 def _read_run_yaml(path: Path) -> dict[str, Any]:
     """Load and check run.yaml."""
     if not path.is_file():
-        raise RunDataError(f"{path}: run.yaml is missing")
+        raise RunDataError(f"{path}: run.yaml is missing; {rewrite_advice(path, 'train')}")
     try:
         info = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as err:
-        raise RunDataError(f"{path}: cannot parse run.yaml: {err}") from err
+        raise RunDataError(
+            f"{path}: cannot parse run.yaml: {err}; {rewrite_advice(path, 'train')}"
+        ) from err
     if not isinstance(info, dict):
         raise RunDataError(f"{path}: run.yaml is not a mapping")
     missing = [k for k in ("run", "status", "standin", "rounds") if k not in info]
@@ -105,11 +107,13 @@ def _read_run_yaml(path: Path) -> dict[str, Any]:
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
     """Load and check metrics.jsonl."""
     if not path.is_file():
-        raise RunDataError(f"{path}: metrics.jsonl is missing")
+        raise RunDataError(f"{path}: metrics.jsonl is missing; {rewrite_advice(path, 'train')}")
     try:
         records = read_jsonl(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RunDataError(f"{path}: cannot parse metrics.jsonl: {err}") from err
+        raise RunDataError(
+            f"{path}: cannot parse metrics.jsonl: {err}; {rewrite_advice(path, 'train')}"
+        ) from err
     if not records:
         raise RunDataError(f"{path}: metrics.jsonl has no records")
     for i, r in enumerate(records, start=1):

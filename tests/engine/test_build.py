@@ -17,6 +17,7 @@ from fedbench.data.partition import make_partition, save_partition
 from fedbench.engine.build import build_run
 from fedbench.engine.landscape import compute_run_landscape
 from fedbench.engine.run import execute_run
+from fedbench.io import DamagedFile
 from fedbench.metrics.landscape import LandscapeSettings, load_landscape
 from fedbench.rng import Streams
 
@@ -87,6 +88,22 @@ def test_bce_landscape_is_computed_on_the_one_logit_network(binary):
     final = json.loads((out / "m.jsonl").read_text().splitlines()[-1])
     # the centre is the run's own final global-test loss: BCE on its one logit
     assert land["loss"][1, 1] == pytest.approx(final["global_test"]["loss"], rel=1e-5)
+
+
+def test_a_damaged_parameter_file_names_the_command_that_rewrites_it(binary):
+    root, _, catalog = binary
+    out = root / "damaged"
+    spec = _spec(catalog, "aaggff-logreg")
+    paths = (root / "data.npz", root / "part.npz", out / "m.jsonl", out / "run.yaml")
+    execute_run(spec, *paths, params_path=out / "p.pt")
+    (out / "p.pt").write_bytes((out / "p.pt").read_bytes()[:100])  # truncated
+    settings = LandscapeSettings(span=0.5, points=3)
+    with pytest.raises(DamagedFile, match="parameter file .* is damaged") as err:
+        compute_run_landscape(
+            out / "run.yaml", out / "p.pt", root / "data.npz", out / "l", settings
+        )
+    assert str(err.value).endswith(f"--forcerun {out / 'p.pt'}")
+    assert not (out / "l.npz").exists()
 
 
 def _head_of_saved(path: Path) -> int:

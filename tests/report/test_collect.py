@@ -87,6 +87,8 @@ def test_corrupt_files_named(runs):
     with pytest.raises(RunDataError, match="cannot parse metrics.jsonl") as err:
         load_run(runs["avg0"])
     assert str(path) in str(err.value)
+    # the advice is the command that writes it again (its train rule), as written
+    assert str(err.value).endswith(f"snakemake --cores all {path} --forcerun {path}")
     (runs["avg1"] / "run.yaml").write_text("run: [unclosed\n")
     with pytest.raises(RunDataError, match="cannot parse run.yaml"):
         load_run(runs["avg1"])
