@@ -47,6 +47,15 @@ class RunDataError(ValueError):
     """A run directory whose files are missing, unreadable or inconsistent."""
 
 
+def _unreadable(path: Path, problem: str) -> RunDataError:
+    """A run file the train rule writes is missing or damaged: the error ends with (and carries,
+    as `advice`, for the job's log) the command that writes it again."""
+    advice = rewrite_advice(path, "train")
+    err = RunDataError(f"{path}: {problem}; {advice}")
+    err.advice = advice
+    return err
+
+
 @dataclass(frozen=True)
 class RunData:
     """One run: its run.yaml content and its evaluation records, in file order."""
@@ -84,13 +93,11 @@ class RunData:
 def _read_run_yaml(path: Path) -> dict[str, Any]:
     """Load and check run.yaml."""
     if not path.is_file():
-        raise RunDataError(f"{path}: run.yaml is missing; {rewrite_advice(path, 'train')}")
+        raise _unreadable(path, "run.yaml is missing")
     try:
         info = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as err:
-        raise RunDataError(
-            f"{path}: cannot parse run.yaml: {err}; {rewrite_advice(path, 'train')}"
-        ) from err
+        raise _unreadable(path, f"cannot parse run.yaml: {err}") from err
     if not isinstance(info, dict):
         raise RunDataError(f"{path}: run.yaml is not a mapping")
     missing = [k for k in ("run", "status", "standin", "rounds") if k not in info]
@@ -107,13 +114,11 @@ def _read_run_yaml(path: Path) -> dict[str, Any]:
 def _read_metrics(path: Path) -> list[dict[str, Any]]:
     """Load and check metrics.jsonl."""
     if not path.is_file():
-        raise RunDataError(f"{path}: metrics.jsonl is missing; {rewrite_advice(path, 'train')}")
+        raise _unreadable(path, "metrics.jsonl is missing")
     try:
         records = read_jsonl(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RunDataError(
-            f"{path}: cannot parse metrics.jsonl: {err}; {rewrite_advice(path, 'train')}"
-        ) from err
+        raise _unreadable(path, f"cannot parse metrics.jsonl: {err}") from err
     if not records:
         raise RunDataError(f"{path}: metrics.jsonl has no records")
     for i, r in enumerate(records, start=1):

@@ -89,6 +89,7 @@ def test_corrupt_files_named(runs):
     assert str(path) in str(err.value)
     # the advice is the command that writes it again (its train rule), as written
     assert str(err.value).endswith(f"snakemake --cores all {path} --forcerun {path}")
+    assert err.value.advice.endswith(f"--forcerun {path}")  # what a job's log ends with
     (runs["avg1"] / "run.yaml").write_text("run: [unclosed\n")
     with pytest.raises(RunDataError, match="cannot parse run.yaml"):
         load_run(runs["avg1"])
