@@ -36,6 +36,7 @@ __all__ = [
     "load_workflow",
     "output_files",
     "output_inputs",
+    "output_kind",
     "output_spec",
     "resolve_scale",
     "validate_runs",
@@ -99,7 +100,8 @@ def resolve_scale(grid: Grid, config_scale: str | None) -> str:
     return config_scale or grid.default_scale
 
 
-def _kind(grid: Grid, section: str, name: str):
+def output_kind(grid: Grid, section: str, name: str):
+    """The kind (`fedbench.outputs`) of one table or figure of the grid."""
     return kind_of(section, grid.output(section, name), f"{grid.path.name}.{section}.{name}")
 
 
@@ -108,13 +110,13 @@ def cells(
 ) -> dict[tuple[str, str], list[RunKey]]:
     """(row id, column id) -> the runs (one per seed) one table or figure reads (none for an
     output that reads no run, e.g. a partition figure)."""
-    return _kind(grid, section, name).runs(grid, name, catalog, scale)
+    return output_kind(grid, section, name).runs(grid, name, catalog, scale)
 
 
 def output_inputs(grid: Grid, section: str, name: str, catalog: dict, scale: str) -> list[str]:
     """Every file one table or figure reads: its runs' metrics.jsonl and run.yaml, each run once,
     then what its kind reads beside them (landscape .npz, dataset and partition files)."""
-    kind = _kind(grid, section, name)
+    kind = output_kind(grid, section, name)
     runs = dict.fromkeys(k for ks in kind.runs(grid, name, catalog, scale).values() for k in ks)
     files = [f"{k.folder(scale)}/{f}" for k in runs for f in ("metrics.jsonl", "run.yaml")]
     return files + kind.inputs(grid, name, catalog, scale)
@@ -122,7 +124,7 @@ def output_inputs(grid: Grid, section: str, name: str, catalog: dict, scale: str
 
 def output_spec(grid: Grid, section: str, name: str, catalog: dict, scale: str) -> Any:
     """The report's spec of one table or figure (what rendering it reads)."""
-    return _kind(grid, section, name).spec(grid, name, catalog, scale)
+    return output_kind(grid, section, name).spec(grid, name, catalog, scale)
 
 
 def all_runs(grid: Grid, catalog: dict, scale: str) -> list[RunKey]:

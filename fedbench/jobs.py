@@ -167,10 +167,8 @@ def render(
 ):
     """One table or figure of a grid, whatever its kind, as `out_file` with each of its
     section's extensions; returns the paths written."""
-    from fedbench.grid import output_spec
-    from fedbench.outputs import kind_of
+    from fedbench.grid import output_kind
 
     with _job(log, [out_file]):
-        kind = kind_of(section, grid.output(section, name))
-        spec = output_spec(grid, section, name, catalog, scale)
-        return kind.render(spec, Path(out_file).with_suffix(""))
+        kind = output_kind(grid, section, name)
+        return kind.render(kind.spec(grid, name, catalog, scale), Path(out_file).with_suffix(""))

@@ -4,6 +4,7 @@ stat) set on the entry or overridden per row or column."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fedbench.cells import (
@@ -107,12 +108,18 @@ def _check_binary_metric(place: str, row: dict, col: dict, out: dict, cell: dict
             )
 
 
-def _check_validation(place: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
-    """A protocol chosen on a validation split needs partitions that hold one out."""
+@functools.cache
+def _val_protocols() -> frozenset[str]:
+    """Protocols chosen per client on a validation split (every algorithm's `val_selections`)."""
     from fedbench.algorithms import ALGORITHMS
 
+    return frozenset(n for cls in ALGORITHMS.values() for n in cls.val_selections)
+
+
+def _check_validation(place: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
+    """A protocol chosen on a validation split needs partitions that hold one out."""
     protocol = _entry_value("protocol", row, col, out)
-    if protocol is None or not any(protocol in cls.val_selections for cls in ALGORITHMS.values()):
+    if protocol is None or protocol not in _val_protocols():
         return
     for name in as_list(cell["partition"]):
         if not catalog["partitions"][name].get("val_fraction", 0) > 0:

@@ -12,7 +12,7 @@ from pathlib import Path
 from fedbench.io import write_text
 from fedbench.papers import PaperValues
 from fedbench.report.html_table import html_table
-from fedbench.report.tables import DASH, NO_PAPER_NOTE, tex_escape
+from fedbench.report.tables import NO_PAPER_NOTE, _num, tex_escape
 
 CSV_COLUMNS = ("row", "column", "paper", "ours", "delta", "row_label", "column_label")
 
@@ -53,12 +53,6 @@ def table_cells(spec: ComputedTableSpec, paper_values: PaperValues | None) -> li
                 }
             )
     return out
-
-
-def _num(x: float, decimals: int, sign: bool = False) -> str:
-    if not math.isfinite(x):
-        return DASH
-    return f"{x:+.{decimals}f}" if sign else f"{x:.{decimals}f}"
 
 
 def _has_paper(cells: list[dict]) -> bool:
