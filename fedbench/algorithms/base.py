@@ -94,6 +94,11 @@ class Algorithm:
     # step keeps its carry); the vectorised layer-chain kernels never run such an algorithm.
     # May be a property when it depends on a field.
     carry_updates: ClassVar[bool] = False
+    # `step_noise` returns a schedule, not draws: the same deterministic marks for every client
+    # (pFedBreD-mh's B1/B2 pairs). Both executors then hand `local_loss` and `update_mask` each
+    # step's mark as a Python float, unbatched under vmap, so a step may branch on it and skip
+    # the work the other role needs. May be a property when it depends on a field.
+    noise_is_schedule: ClassVar[bool] = False
     # The training objectives (`training.objective`) the algorithm is defined for; None = any
     # (every algorithm whose losses go through `data_loss` / the bound objective).
     objectives: ClassVar[tuple[str, ...] | None] = None

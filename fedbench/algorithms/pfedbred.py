@@ -162,11 +162,16 @@ class PFedBreD(Algorithm):
             )
         return (torch.arange(ctx.num_steps) % 2).float()
 
+    @property
+    def noise_is_schedule(self) -> bool:
+        """mh two's B1/B2 marks are the same for every client (see `step_noise`)."""
+        return self.two_batch
+
     def update_mask(self, params, carry, noise):
         # mh two: w (its momentum and weight decay too) stays put at a pair's first step.
         if not self.two_batch:
             return None
-        return dict.fromkeys(params, noise)
+        return dict.fromkeys(params, torch.full((), float(noise)))
 
     def prior_mean(
         self, f, w: Params, theta: Params, mem: Params | None
@@ -235,43 +240,32 @@ class PFedBreD(Algorithm):
     def two_batch_loss(self, f, params: Params, carry: State, noise):
         """One engine step of mh's two-batch iteration (localpFedBreD_ns_mh.py `train`).
 
-        B1 (noise 0): g = ∇f(w; B1), kept in the carry; no update. B2 (noise 1): w' = w - η_α g,
+        B1 (mark 0): g = ∇f(w; B1), kept in the carry; no update. B2 (mark 1): w' = w - η_α g,
         u = w - η_α∇f(w'; B2), μ = u - η(w_mem - θ_i), θ_i ← K prox steps on B2 from u, w's step
-        to u - lr λ(μ - θ_i). Both roles are computed and one kept (torch.where), so the same
-        code runs one client or all under vmap.
+        to u - lr λ(μ - θ_i). The marks are a schedule (`noise_is_schedule`), one Python float a
+        step for one client and a vmapped chunk alike, so B1 runs one gradient only.
         """
         if noise is None:
             raise ValueError("pfedbred batches: two needs the step marks of `step_noise`")
-        second = noise > 0.5
         w = {k: v.detach() for k, v in params.items()}
-        # The step's gradient point: w at B1, w' = w - η_α ∇f(w; B1) at B2.
-        point = {k: torch.where(second, w[k] - self.eta_alpha * carry["grad"][k], w[k]) for k in w}
-        g, value = grad_and_value(f)(point)
+        if noise < 0.5:  # B1: w stays put (update_mask), the loss is f's at w
+            g, value = grad_and_value(f)(w)
+            return value.detach() + write_term(params, tree_zeros_like(w)), {"grad": g}
+        # B2: the step's gradient point is w' = w - η_α ∇f(w; B1).
+        g = grad(f)({k: w[k] - self.eta_alpha * carry["grad"][k] for k in w})
         u = {k: w[k] - self.eta_alpha * g[k] for k in w}
         prev = carry["theta"]
         mu = {k: torch.add(u[k], carry["mem"][k] - prev[k], alpha=-self.eta) for k in u}
         theta = self.prox(f, dict(u), mu)
-        # w ← u - lr λ (μ - θ_i) = w - lr (λ (μ - θ_i) + η_α g / lr); nothing at B1.
+        # w ← u - lr λ (μ - θ_i) = w - lr (λ (μ - θ_i) + η_α g / lr).
         extra = self.eta_alpha / carry["lr"]
-        diff = {
-            k: torch.where(
-                second, self.lam * (mu[k] - theta[k]) + extra * g[k], torch.zeros_like(w[k])
-            )
-            for k in w
-        }
+        diff = {k: self.lam * (mu[k] - theta[k]) + extra * g[k] for k in w}
         envelope = f(theta) + self.lam * bregman(theta, mu)
-        loss = torch.where(second, envelope, value).detach() + write_term(params, diff)
-        env = {k: self.lam * (mu[k] - theta[k]) for k in mu}
-        updates = {
-            "grad": g,
-            "theta": {k: torch.where(second, theta[k], prev[k]) for k in theta},
-            "env": {k: torch.where(second, env[k], carry["env"][k]) for k in env},
-        }
+        loss = envelope.detach() + write_term(params, diff)
+        updates = {"grad": g, "theta": theta, "env": {k: self.lam * (mu[k] - theta[k]) for k in mu}}
         if self.ft:
             gt = grad(f)(theta)
-            updates["ft"] = {
-                k: torch.where(second, theta[k] - self.ft_lr * gt[k], carry["ft"][k]) for k in theta
-            }
+            updates["ft"] = {k: theta[k] - self.ft_lr * gt[k] for k in theta}
         return loss, updates
 
     def client_end(self, global_params, params, carry, client_state, ctx: ClientContext):

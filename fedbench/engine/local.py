@@ -50,6 +50,8 @@ def local_train_carry(
         return out if updates else (out, {})
 
     step_grad = _grad_and_value(loss_fn)
+    if noise is not None and algo.noise_is_schedule:
+        noise = noise.tolist()  # one Python float a step: local_loss may branch on it
     buf = sgd_init(params)
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):

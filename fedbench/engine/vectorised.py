@@ -541,7 +541,7 @@ class VectorisedExecutor:
             )
             params = self._stack_params(starts, reuse=stacked_end)
             carry, carry_dims = stack_shared(carries)
-            noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device)
+            noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device, algo.noise_is_schedule)
             final: dict[str, Any] = {}  # the carry entries that local steps updated (stacked)
             if chain is not None:
                 loss = self._train_kernel(job, chain, params, carry, carry_dims, noise, plan)
@@ -660,7 +660,7 @@ class VectorisedExecutor:
 
         mask_dim = None if plan.mask is None else 0
         w_dim = None if fed.weight is None else 0
-        noise_dim = None if noise is None else 0
+        noise_dim = _noise_dim(noise)
 
         def vmapped(dims):
             return vmap(step, in_dims=(0, 0, 0, mask_dim, w_dim, dims, noise_dim))
@@ -741,7 +741,12 @@ def _vmapped_mask(algo: Algorithm, carry_dims: Any, noise: torch.Tensor | None):
         upd = algo.update_mask(p, cr, nz)
         return {} if upd is None else upd
 
-    return vmap(mask_fn, in_dims=(0, carry_dims, None if noise is None else 0))
+    return vmap(mask_fn, in_dims=(0, carry_dims, _noise_dim(noise)))
+
+
+def _noise_dim(noise: torch.Tensor | list | None) -> int | None:
+    """vmap in_dim of the step noise: 0 for per-client draws, None for none or a schedule."""
+    return 0 if isinstance(noise, torch.Tensor) else None
 
 
 def _step_scale(active: np.ndarray, params: Params, device) -> dict[str, torch.Tensor] | None:
@@ -769,9 +774,16 @@ def _combine(scale, upd: dict[str, torch.Tensor] | None, params: Params):
     return out
 
 
-def _stack_noise(noises: list, n_steps: int, device: torch.device) -> torch.Tensor | None:
-    """Per-client step noise as [steps, clients, ...] (clients with fewer steps padded by 0)."""
+def _stack_noise(
+    noises: list, n_steps: int, device: torch.device, schedule: bool = False
+) -> torch.Tensor | list[float] | None:
+    """Per-client step noise as [steps, clients, ...] (clients with fewer steps padded by 0);
+    a schedule (`Algorithm.noise_is_schedule`) as one Python float a step, the longest client's
+    marks (a client's steps are a prefix of them; its missing steps are inactive anyway)."""
     if noises[0] is None:
         return None
+    if schedule:
+        longest = max(noises, key=len)
+        return longest.tolist() + [0.0] * (n_steps - len(longest))
     padded = [torch.cat([n, n.new_zeros((n_steps - len(n), *n.shape[1:]))]) for n in noises]
     return torch.stack(padded).to(device).transpose(0, 1)

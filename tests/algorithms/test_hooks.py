@@ -75,6 +75,50 @@ def test_phases_freeze_parts_including_weight_decay(tiny, executor):
     assert torch.equal(p["head.weight"], head_after_epoch1)
 
 
+@dataclass(frozen=True)
+class Alternate(Algorithm):
+    """Even steps train only the head, odd steps only the body: marks that are a schedule."""
+
+    name: ClassVar[str] = "alternate"
+
+    def step_noise(self, rng, ctx, global_params):
+        return (torch.arange(ctx.num_steps) % 2).float()
+
+    def update_mask(self, params, carry, noise):
+        n = torch.as_tensor(noise, dtype=torch.float32)
+        return {k: (1 - n) if k.startswith("head.") else n for k in params}
+
+
+@pytest.mark.parametrize("executor", ["sequential", "vectorised"])
+def test_a_schedule_reaches_the_step_as_a_float_and_trains_as_the_tensor_marks(tiny, executor):
+    fed, apply, p0 = tiny
+    seen = []
+
+    @dataclass(frozen=True)
+    class Schedule(Alternate):
+        noise_is_schedule: ClassVar[bool] = True
+
+        def local_loss(self, apply, params, batch, carry, noise):
+            seen.append(noise)
+            if noise < 0.5:  # a Python branch: legal only on an unbatched mark
+                return self.data_loss(apply, params, batch)
+            return 2.0 * self.data_loss(apply, params, batch)
+
+    @dataclass(frozen=True)
+    class Marks(Alternate):
+        def local_loss(self, apply, params, batch, carry, noise):
+            return (1.0 + noise) * self.data_loss(apply, params, batch)
+
+    cfg = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_steps=4, clients_per_round=4)
+    got = run_rounds(Schedule(), apply, fed, cfg, Streams(0), p0, executor=executor)
+    want = run_rounds(Marks(), apply, fed, cfg, Streams(0), p0, executor=executor)
+    assert seen and all(type(n) is float for n in seen)
+    assert sorted(set(seen)) == [0.0, 1.0]
+    for k, v in want.global_params.items():
+        torch.testing.assert_close(got.global_params[k], v, rtol=1e-6, atol=1e-6)
+    assert not torch.equal(got.global_params["head.weight"], p0["head.weight"])
+
+
 def test_fresh_init_is_per_client_and_required(tiny):
     fed, apply, p0 = tiny
     got = {}
