@@ -7,6 +7,10 @@ linearised FTRL with an entropy regulariser, closed form (eq. 3.12), on a doubly
 the partially observed responses (eq. 3.10). The pure math is in module functions; the two classes
 only keep the state and aggregate. `variant: code` reproduces the released code (spec aaggff.md §13:
 ONS objective, DR estimate, Normal CDF, initial p); `thesis` follows the thesis equations.
+
+Under `training.precision: bf16` only the clients' forward passes are autocast: the responses
+(the CDF of float32-evaluated losses), the ONS step (float64 simplex QP) and the FTRL closed form
+stay float32 or wider.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ Each rule is a pure function of the clients' updates, pre-training losses F_i (t
 loss on the client's training split, `needs_pre_loss`) and sizes; the classes only wire them to the
 engine. Defaults follow the AAggFF release, which produced the thesis tables: no n_i in q-FedAvg,
 TERM and AFL (`weighted: true` gives Table 3.2's n_i-weighted forms).
+
+Under `training.precision: bf16` only the clients' forward passes are autocast: the pre-training
+losses F_i come from float32 evaluation, and F_i^q (q-FedAvg), exp(t F_i) (TERM), the λ and
+FedMGDA+ simplex problems (`simplex.py`, float64) and PropFair's log-barrier all stay float32 or
+wider.
 """
 
 from __future__ import annotations

@@ -48,7 +48,9 @@ def features_and_logits(
     apply: Apply, layer: str, params: Params, x: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(f(x), logits): the input of the classifier layer `layer`, captured by a forward pre-hook
-    for the duration of one forward pass (the network is not changed), and the network's output."""
+    for the duration of one forward pass (the network is not changed), and the network's output.
+    Under `training.precision: bf16` the features come out of autocast in bfloat16: they are
+    cast back, so the alignment term, the class centroids and the statistics stay float32."""
     module = getattr(apply, "module", None)
     if module is None:
         raise ValueError("fedpac: needs the network's module (apply.module) to read its features")
@@ -61,7 +63,7 @@ def features_and_logits(
         logits = apply(params, x)
     finally:
         handle.remove()
-    return box[0], logits
+    return box[0].float(), logits
 
 
 def alignment(

@@ -1,4 +1,8 @@
-"""Per-FedAvg (Fallah, Mokhtari & Ozdaglar, NeurIPS 2020): FedAvg on the MAML objective."""
+"""Per-FedAvg (Fallah, Mokhtari & Ozdaglar, NeurIPS 2020): FedAvg on the MAML objective.
+
+Under `training.precision: bf16` only the forward passes are autocast: the adaptation step
+w' = w - α∇f(w; D) and the meta-gradient are taken on float32 parameters and gradients.
+"""
 
 from __future__ import annotations
 

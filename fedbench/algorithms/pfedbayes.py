@@ -1,5 +1,9 @@
 """pFedBayes (Zhang et al., ICML 2022): personalised FL by variational Bayesian inference with
-mean-field Gaussian weights, a personal posterior per client pulled to a global prior by KL."""
+mean-field Gaussian weights, a personal posterior per client pulled to a global prior by KL.
+
+Under `training.precision: bf16` only the network's forward pass is autocast: the weight
+samples μ + σ·ε (σ = softplus(ρ), the noise scale) and the KL terms stay float32.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""pFedBreD_ns (Shi et al., NeurIPS 2023): personalised priors through a Bregman-Moreau envelope."""
+"""pFedBreD_ns (Shi et al., NeurIPS 2023): personalised priors through a Bregman-Moreau envelope.
+
+Under `training.precision: bf16` only the forward passes are autocast: the prior means, the
+prox iterations, the Bregman terms and the envelope gradients are float32.
+"""
 
 from __future__ import annotations
 

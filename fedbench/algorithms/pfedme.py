@@ -1,4 +1,8 @@
-"""pFedMe (Dinh, Tran & Nguyen, NeurIPS 2020): personalised models as Moreau envelopes."""
+"""pFedMe (Dinh, Tran & Nguyen, NeurIPS 2020): personalised models as Moreau envelopes.
+
+Under `training.precision: bf16` only the forward passes are autocast: the K inner prox
+iterations, θ and the envelope gradient λ(w - θ) are float32.
+"""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedbench.engine.augment import Augment
+from fedbench.engine.precision import PRECISIONS
 from fedbench.metrics.objectives import OBJECTIVES
 
 EXECUTORS = ("auto", "sequential", "vectorised")
@@ -49,6 +50,11 @@ class TrainConfig:
     # How outputs are scored in training and evaluation (fedbench/metrics/objectives.py): softmax
     # cross_entropy, or the AAggFF release's bce_logit, class_weighted_ce, token_ce.
     objective: str = "cross_entropy"
+    # Arithmetic of the local steps and of evaluation (fedbench/engine/precision.py): fp32, bf16
+    # (autocast forward/backward, float32 master weights, optimiser state and aggregation) or
+    # tf32 (CUDA only). Evaluation stays float32 unless eval_precision asks otherwise.
+    precision: str = "fp32"
+    eval_precision: str = "fp32"
 
     def __post_init__(self):
         if not isinstance(self.augment, (Augment, type(None))):
@@ -112,6 +118,9 @@ class TrainConfig:
             bad("objective", f"must be one of {sorted(OBJECTIVES)}")
         if self.executor not in EXECUTORS:
             bad("executor", f"must be one of {EXECUTORS}")
+        for key in ("precision", "eval_precision"):
+            if getattr(self, key) not in PRECISIONS:
+                bad(key, f"must be one of {PRECISIONS}")
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:

@@ -23,6 +23,7 @@ from fedbench.engine.evaluate import (
 from fedbench.engine.executors import RoundJob, RoundOutput, SequentialExecutor
 from fedbench.engine.federation import Federation
 from fedbench.engine.per_class import per_class_losses
+from fedbench.engine.precision import check_device, matmul_scope, with_precision
 from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import PACK_STATS, distribution_pack
 from fedbench.metrics.names import CLIENT_METRICS, OPTIONAL_METRICS
@@ -257,8 +258,15 @@ def run_rounds(
 
     objective = build_objective(cfg.objective)
     algo.check_objective(objective.name)
-    apply = algo.model(apply)
+    device = fed.x.device
+    check_device(cfg.precision, device)
+    check_device(cfg.eval_precision, device, "training.eval_precision")
+    # The forward pass in the run's precision (innermost: an algorithm's own network over it,
+    # the loss and everything after stay float32); evaluation in eval_precision.
+    train_apply = algo.model(with_precision(apply, cfg.precision))
+    apply = algo.model(with_precision(apply, cfg.eval_precision))
     if objective.name != CROSS_ENTROPY.name:  # the default stays the bare apply
+        train_apply = with_objective(train_apply, objective)
         apply = with_objective(apply, objective)
         fed = dataclasses.replace(fed, weight=objective.row_weights(fed))
     init_params = algo.init_global(
@@ -291,22 +299,23 @@ def run_rounds(
         lr = cfg.lr_at(t)
         sampled = sample_clients(streams, t, K, m)
         train_ids = list(range(K)) if algo.train_all_clients else sampled
-        out = runner.run(
-            RoundJob(
-                algo=algo,
-                apply=apply,
-                fed=fed,
-                cfg=cfg,
-                streams=streams,
-                round=t,
-                lr=lr,
-                global_params=state.global_params,
-                server_state=state.server_state,
-                client_states=state.client_states,
-                client_ids=train_ids,
-                pre_losses=_pre_losses(algo, apply, fed, cfg, state.global_params, train_ids),
+        with matmul_scope(cfg.precision, device):
+            out = runner.run(
+                RoundJob(
+                    algo=algo,
+                    apply=train_apply,
+                    fed=fed,
+                    cfg=cfg,
+                    streams=streams,
+                    round=t,
+                    lr=lr,
+                    global_params=state.global_params,
+                    server_state=state.server_state,
+                    client_states=state.client_states,
+                    client_ids=train_ids,
+                    pre_losses=_pre_losses(algo, apply, fed, cfg, state.global_params, train_ids),
+                )
             )
-        )
         state.client_states.update(out.client_states)
         _aggregate(algo, state, out, train_ids, sampled, lr, K)
         train_loss = float(out.train_losses.mean())
@@ -316,7 +325,8 @@ def run_rounds(
             emit({"round": t, "status": "diverged", "reason": reason})
             break
         if t % cfg.eval_every == 0 or t == cfg.rounds:
-            emit(_eval_record(algo, apply, fed, state, cfg, streams, lr, train_loss))
+            with matmul_scope(cfg.eval_precision, device):
+                emit(_eval_record(algo, apply, fed, state, cfg, streams, lr, train_loss))
         if after_round is not None:
             after_round(state, train_loss)
     state.executor_info = runner.describe()

@@ -111,6 +111,8 @@ def execute_run(
         "device": str(dev),
         "executor": executor,
         "executor_reason": why,
+        "precision": cfg.precision,
+        "eval_precision": cfg.eval_precision,
         **({"lstm_impl": lstm_impl} if lstm_impl is not None else {}),
         **state.executor_info,
         "threads": threads,

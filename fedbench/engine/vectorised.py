@@ -43,6 +43,7 @@ from fedbench.engine.executors import (
     stack_messages,
 )
 from fedbench.engine.functional import sgd_step_
+from fedbench.engine.precision import compute_dtype
 from fedbench.metrics.objectives import CROSS_ENTROPY, objective_of
 from fedbench.tree import Params
 
@@ -194,13 +195,16 @@ class _Sink:
 
     def outer(self, key: str, a: torch.Tensor, b: torch.Tensor) -> None:
         """Gradient of `key` = a @ b per client (a: [C, out, B], b: [C, B, in])."""
-        if self.lr is None:
+        if a.dtype != self.params[key].dtype:  # bf16 operands: the gradient, then float32
+            self.tensor(key, torch.bmm(a, b))
+        elif self.lr is None:
             self.grads[key] = torch.bmm(a, b)
         else:
             self.params[key].baddbmm_(a, b, alpha=-self.lr)
 
     def tensor(self, key: str, g: torch.Tensor) -> None:
         """Gradient of `key` given as a tensor."""
+        g = g.to(self.params[key].dtype)
         if self.lr is None:
             self.grads[key] = g
         else:
@@ -405,14 +409,20 @@ class LayerChain:
         y: torch.Tensor,
         mask: torch.Tensor | None,
         sink: _Sink,
+        dtype: torch.dtype | None = None,
     ) -> torch.Tensor:
-        """Masked mean cross-entropy per client ([C]); gradients go to `sink`."""
+        """Masked mean cross-entropy per client ([C]); gradients go to `sink` (float32).
+
+        `dtype` (bf16 precision): the layers' GEMMs and convolutions run on operands cast to it,
+        as autocast runs one client's; the loss and its gradient at the logits stay float32.
+        """
+        cast = params if dtype is None else {k: v.to(dtype) for k, v in params.items()}
         tape = []
-        h = x
+        h = x if dtype is None else x.to(dtype)
         for layer in self.layers:
-            h, saved = layer.forward(params, h)
+            h, saved = layer.forward(cast, h)
             tape.append(saved)
-        logp = torch.log_softmax(h, dim=-1)
+        logp = torch.log_softmax(h.float(), dim=-1)
         nll = -logp.gather(-1, y.unsqueeze(-1)).squeeze(-1)  # [C, B]
         dz = logp.exp()
         dz.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(nll, -1.0).unsqueeze(-1))
@@ -423,10 +433,12 @@ class LayerChain:
             count = mask.sum(1).clamp(min=1)
             loss = (nll * mask).sum(1) / count
             dz.mul_((mask / count.unsqueeze(1)).unsqueeze(-1))
+        if dtype is not None:
+            dz = dz.to(dtype)
         for i in range(len(self.layers) - 1, -1, -1):
             if dz is None:
                 break
-            dz = self.layers[i].backward(params, tape[i], dz, self.need_dx[i], sink)
+            dz = self.layers[i].backward(cast, tape[i], dz, self.need_dx[i], sink)
         return loss
 
 
@@ -626,11 +638,12 @@ class VectorisedExecutor:
         vmask = _vmapped_mask(algo, carry_dims, noise) if masks else None
         buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
         xs, ys = _gather(job, plan)
+        dtype = compute_dtype(cfg.precision)
         loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
         for s in range(plan.rows.shape[0]):
             mask = None if plan.mask is None else plan.mask[s]
             sink = _Sink(params, job.lr if fused else None)
-            loss_sum += chain.loss_and_grads(params, xs[s], ys[s], mask, sink)
+            loss_sum += chain.loss_and_grads(params, xs[s], ys[s], mask, sink, dtype)
             if fused:
                 continue  # clients without a batch got zero gradients: nothing moved
             grads = sink.grads

@@ -85,6 +85,11 @@ class RunData:
         return bool(self.info["standin"])
 
     @property
+    def precision(self) -> str:
+        """training.precision of the run (runs recorded before it existed: fp32)."""
+        return str(self.info.get("precision", "fp32"))
+
+    @property
     def ok_records(self) -> list[dict[str, Any]]:
         """Evaluation records with metrics (the diverged marker line excluded)."""
         return [r for r in self.records if r.get("status") == "ok"]

@@ -180,6 +180,29 @@ def any_standin(cells: dict[Any, list[RunData]]) -> bool:
     return any(run.standin for runs in cells.values() for run in runs)
 
 
+def precision_note(cells: dict[Any, list[RunData]]) -> str:
+    """'' when every run trained in float32; else the precision(s) and, when they differ, which
+    cells ran in which (their differences then include rounding, not only the method)."""
+    where: dict[str, list[str]] = {}
+    for cell, runs in cells.items():
+        for p in sorted({r.precision for r in runs}):
+            where.setdefault(p, []).append(
+                "/".join(map(str, cell)) if isinstance(cell, tuple) else str(cell)
+            )
+    if set(where) <= {"fp32"}:
+        return ""
+    if len(where) == 1:
+        return (
+            f"every run trained in {next(iter(where))} (training.precision; evaluation "
+            "float32 unless eval_precision says otherwise)"
+        )
+    parts = "; ".join(f"{p}: {', '.join(c)}" for p, c in sorted(where.items()))
+    return (
+        "runs of different precisions (training.precision), so the cells' differences include "
+        f"rounding, not only the methods: {parts}"
+    )
+
+
 def warning_lines(scale: str, standin: bool) -> list[str]:
     """The loud lines a table or figure must carry: stand-in data, reduced scale."""
     out = [STANDIN_NOTE] if standin else []

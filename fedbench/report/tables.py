@@ -24,6 +24,7 @@ from fedbench.report.layout import (
     cell_quantities,
     check_layout,
     load_cells,
+    precision_note,
     protocol_notes,
     quantity_label,
     quantity_lines,
@@ -302,6 +303,7 @@ def build_table(
     out += _summary_rows(spec, out, paper_values)
     df = pd.DataFrame(out, columns=list(CSV_COLUMNS))
     df.attrs["standin"] = any_standin(cells)
+    df.attrs["precision"] = precision_note(cells)
     df.attrs["paper_source"] = paper_values.source if paper_values is not None else ""
     return df
 
@@ -434,6 +436,8 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
         lines.append(("Paper values", NO_PAPER_NOTE))
     if (table["n_diverged"] > 0).any():
         lines.append(("Diverged", DIVERGED_NOTE))
+    if table.attrs.get("precision"):
+        lines.append(("Precision", table.attrs["precision"]))
     lines += [("WARNING", w) for w in warning_lines(spec.scale, standin)]
     return lines
 

@@ -30,9 +30,9 @@ def prepared(tmp_path_factory):
     return root, catalog
 
 
-def _run(root, catalog, seed, tag, executor="sequential"):
+def _run(root, catalog, seed, tag, executor="sequential", **training):
     spec = resolve_run(catalog, "smoke", "synthetic-1-1", "natural", "linear", "scaffold", seed)
-    spec["training"].update(rounds=3, eval_every=1, executor=executor)
+    spec["training"].update(rounds=3, eval_every=1, executor=executor, **training)
     out = root / tag
     paths = (root / "data.npz", root / f"part{seed}.npz", out / "metrics.jsonl", out / "run.yaml")
     info = execute_run(spec, *paths)
@@ -60,7 +60,18 @@ def test_same_seed_byte_identical_other_seed_differs(prepared):
     ):
         assert key in written
     assert written["run"]["algorithm"] == "scaffold" and written["spec"]["seed"] == 0
+    assert written["precision"] == written["eval_precision"] == "fp32"
     assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "run.yaml"]
+
+
+def test_run_yaml_records_the_precision(prepared):
+    root, catalog = prepared
+    fp32, _, _ = _run(root, catalog, 0, "fp32")
+    bf16, info, out = _run(root, catalog, 0, "bf16", precision="bf16")
+    written = yaml.safe_load((out / "run.yaml").read_text())
+    assert written["precision"] == "bf16" and written["spec"]["training"]["precision"] == "bf16"
+    assert written["eval_precision"] == "fp32"
+    assert bf16 != fp32  # the setting reached the steps
 
 
 def test_vectorised_run_matches_sequential_to_4_decimals(prepared):

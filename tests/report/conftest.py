@@ -75,8 +75,10 @@ def make_run(
     metrics: tuple[str, ...] = METRICS,
     offsets: tuple[float, ...] = OFFSETS,
     protocol_offset: dict[str, float] | None = None,
+    precision: str | None = None,
 ) -> Path:
-    """Write metrics.jsonl and run.yaml of one fake run; return its directory."""
+    """Write metrics.jsonl and run.yaml of one fake run (`precision` None: a run.yaml written
+    before training.precision existed); return its directory."""
     run_dir = root / scale / "runs" / dataset / "dir0.1" / "twocnn" / algorithm / f"seed{seed}"
     curve = curve if curve is not None else CURVES[seed]
     if diverged_round is None:
@@ -114,6 +116,7 @@ def make_run(
             "torch_version": "x",
             "device": "cpu",
             "executor": "sequential",
+            **({} if precision is None else {"precision": precision}),
         },
     )
     return run_dir

@@ -282,3 +282,22 @@ def test_plain_table_unchanged(make, tmp_path):
     md = write_table(df, s, tmp_path / "t")[0].read_text()
     assert "| FedAvg | 71.00 ± 4.24 (n=2) |" in md
     assert to_csv(df, s).startswith("# Paper: demo\n# Table: t: demo\n# Quantity: top1 (")
+
+
+def test_a_table_says_when_its_runs_trained_in_other_precisions(make):
+    rows = [{"id": "fedavg", "label": "FedAvg"}, {"id": "fedprox", "label": "FedProx"}]
+    cols = [{"id": "mnist", "label": "MNIST"}]
+
+    def header(precisions):
+        runs = {
+            (row["id"], "mnist"): [make(seed=s, algorithm=row["id"], precision=p) for s in SEEDS]
+            for row, p in zip(rows, precisions)
+        }
+        s = spec(runs, rows, cols)
+        return dict(header_lines(build_table(s, None), s))
+
+    assert "Precision" not in header([None, "fp32"])  # older run.yaml files read as fp32
+    assert header(["bf16", "bf16"])["Precision"].startswith("every run trained in bf16")
+    mixed = header([None, "bf16"])["Precision"]
+    assert "different precisions" in mixed
+    assert "bf16: fedprox/mnist" in mixed and "fp32: fedavg/mnist" in mixed
