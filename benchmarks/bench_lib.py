@@ -263,3 +263,48 @@ def gemm_flops(n: int) -> int:
 def fmt_flops(flops: float) -> str:
     """Human units: MFLOP / GFLOP."""
     return f"{flops / 1e9:.2f} GFLOP" if flops >= 1e9 else f"{flops / 1e6:.1f} MFLOP"
+
+
+# A model no grid uses, benchmarked for the precision table: torchvision's ResNet-18 with
+# GroupNorm (32 groups) in place of BatchNorm, on 32 x 32 colour images (no batch statistics, so
+# both executors run it).
+EXTRA_MODELS = {"resnet18_gn": (3, 32, 32)}
+
+
+def precision_model(arch: str) -> tuple[nn.Module, tuple[int, ...]]:
+    """(model initialised from seed 0, per-sample input shape) for the precision benchmark."""
+    if arch in EXTRA_MODELS:
+        import torchvision
+
+        torch.manual_seed(0)
+        model = torchvision.models.resnet18(
+            num_classes=NUM_CLASSES, norm_layer=lambda c: nn.GroupNorm(32, c)
+        )
+        return model, EXTRA_MODELS[arch]
+    return build_for(arch), model_input(arch).shape
+
+
+@dataclass
+class PrecisionCase:
+    """One FedAvg round of `arch` (every client trains once, E = 1, B = 10) in `precision`."""
+
+    arch: str
+    clients: int
+    per_client: int
+    precision: str
+
+    def build(self):
+        """(federation, model, config, flops) of the round."""
+        model, shape = precision_model(self.arch)
+        fed = federation(self.clients, per_client=self.per_client, shape=shape)
+        cfg = TrainConfig(
+            rounds=1,
+            batch_size=BATCH,
+            lr=LR,
+            local_epochs=EPOCHS,
+            clients_per_round=self.clients,
+            eval_every=10**9,
+            precision=self.precision,
+        )
+        flops = train_flops(model, shape, EPOCHS * self.clients * self.per_client)
+        return fed, model, cfg, flops

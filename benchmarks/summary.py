@@ -75,9 +75,111 @@ def round_cases(rounds: list[dict], matmul: float | None) -> dict[str, dict]:
     return dict(sorted(cases.items(), key=lambda kv: (kv[1]["arch"], kv[1]["clients"])))
 
 
-def check_targets(cases: dict[str, dict]) -> list[dict]:
+# The sequential executor (every BatchNorm and recurrent model's) at least as fast as the plain
+# PyTorch loop: (arch, clients) with naive / sequential >= 1.
+SEQUENTIAL_TARGETS = (("twonn", 10), ("twonn", 100), ("twocnn", 10), ("twocnn", 100))
+# The vectorised lead over the naive loop does not shrink from 10 to 100 clients.
+SCALING_TARGETS = ("twonn", "twocnn")
+# bf16 over fp32 on the executor `auto` picks for the model: (arch, executor, threshold).
+PRECISION_TARGETS = (("twocnn", "vectorised", 2.0), ("resnet9", "sequential", 2.0))
+
+
+def precision_cases(benches: list[dict]) -> dict[str, dict]:
+    """Per (arch, executor): the fp32 and bf16 round times and fp32 / bf16."""
+    cases: dict[str, dict] = {}
+    for b in benches:
+        i = b["extra_info"]
+        case = cases.setdefault(
+            f"{i['arch']}-{i['executor']}",
+            {"arch": i["arch"], "executor": i["executor"], "clients": i["clients"]},
+        )
+        case["samples"] = i["samples"]
+        case[f"{i['precision']}_s"] = best(b)
+    for case in cases.values():
+        fp32, bf16 = case.get("fp32_s"), case.get("bf16_s")
+        case["bf16_speedup"] = fp32 / bf16 if fp32 and bf16 else None
+    return cases
+
+
+def user_path(benches: list[dict], cases: dict[str, dict]) -> dict[str, dict]:
+    """Per TwoNN case: the median round of a real run beside the best-of micro-benchmark."""
+    out = {}
+    for b in benches:
+        i = b["extra_info"]
+        key = f"fedavg-{i['arch']}-{i['clients']}"
+        micro = cases.get(key, {}).get("vectorised_s")
+        out[key] = {
+            "median_round_s": i["median_round_s"],
+            "best_of_s": micro,
+            "ratio": i["median_round_s"] / micro if micro else None,
+            "rounds": i["rounds"],
+            "threads": i["threads"],
+        }
+    return out
+
+
+def print_user_path(paths: dict[str, dict]) -> None:
+    """The user-path table."""
+    if not paths:
+        return
+    print("\nUser path: median round of a real run (fedbench.jobs.train, the workflow's train job)")
+    print(f"  {'case':<20}{'median round s':>15}{'best-of s':>11}{'median/best':>13}")
+    for key, p in paths.items():
+        print(
+            f"  {key:<20}{p['median_round_s']:>15.4f}{_f(p['best_of_s'], '.4f'):>11}"
+            f"{_f(p['ratio'], '.2f'):>12}x"
+        )
+
+
+def print_precision(cases: dict[str, dict]) -> None:
+    """fp32 and bf16 round times per model and executor."""
+    if not cases:
+        return
+    print("\nFedAvg round under training.precision (E=1, B=10; best of 3), s")
+    print(
+        f"  {'model':<14}{'executor':<12}{'clients x n':>12}"
+        f"{'fp32':>10}{'bf16':>10}{'fp32/bf16':>11}"
+    )
+    for c in cases.values():
+        print(
+            f"  {c['arch']:<14}{c['executor']:<12}{c['clients']:>7} x {c['samples']:<3}"
+            f"{_f(c.get('fp32_s'), '.4f'):>10}{_f(c.get('bf16_s'), '.4f'):>10}"
+            f"{_f(c['bf16_speedup'], '.2f'):>10}x"
+        )
+
+
+def check_targets(cases: dict[str, dict], precision: dict[str, dict] | None = None) -> list[dict]:
     """Each target with its measured value and whether it is met."""
     out = []
+    for arch, clients in SEQUENTIAL_TARGETS:
+        value = cases.get(f"fedavg-{arch}-{clients}", {}).get("sequential_vs_naive")
+        out.append(
+            {
+                "target": f"{arch} {clients} clients: sequential >= 1x naive",
+                "value": value,
+                "met": value is not None and value >= 1.0,
+            }
+        )
+    for arch in SCALING_TARGETS:
+        at = {n: cases.get(f"fedavg-{arch}-{n}", {}).get("speedup_vs_naive") for n in (10, 100)}
+        ok = None not in at.values()
+        out.append(
+            {
+                "target": f"{arch}: vectorised/naive at 100 clients >= at 10 "
+                f"({_f(at[10], '.2f')}x)",
+                "value": at[100],
+                "met": ok and at[100] >= at[10],
+            }
+        )
+    for arch, executor, need in PRECISION_TARGETS:
+        value = (precision or {}).get(f"{arch}-{executor}", {}).get("bf16_speedup")
+        out.append(
+            {
+                "target": f"{arch} {executor}: bf16 >= {need:g}x fp32",
+                "value": value,
+                "met": value is not None and value >= need,
+            }
+        )
     for arch, clients, what, need in TARGETS:
         case = cases.get(f"fedavg-{arch}-{clients}", {})
         value = {
@@ -222,13 +324,17 @@ def main(argv: list[str] | None = None) -> int:
     matmul = max(rates) if rates else None
     cases = round_cases(kinds.get("round", []), matmul)
     print_rounds(cases, matmul)
+    paths = user_path(kinds.get("user_path", []), cases)
+    print_user_path(paths)
+    precision = precision_cases(kinds.get("precision", []))
+    print_precision(precision)
     others = print_others(kinds)
-    targets = check_targets(cases)
+    targets = check_targets(cases, precision)
     print("\nTargets")
     for t in targets:
         value = t["value"]
         shown = (
-            "-" if value is None else (f"{value:.0%}" if "%" in t["target"] else f"{value:.1f}x")
+            "-" if value is None else (f"{value:.0%}" if "%" in t["target"] else f"{value:.2f}x")
         )
         print(f"  [{'met' if t['met'] else 'MISSED'}] {t['target']}: {shown}")
     missed = [t for t in targets if not t["met"]]
@@ -242,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
         "flop_formula": FORMULA,
         "matmul_gflops": matmul,
         "cases": cases,
+        "user_path": paths,
+        "precision": precision,
         "targets": targets,
         **others,
         "machine": {

@@ -2,6 +2,7 @@
 
     python -m fedbench.cost superfed [--rounds 2] [--device auto|cpu|cuda] [--threads N]
                                      [--scale paper] [--limit N] [--budget 5] [--eval-clients 20]
+                                     [--precision fp32|bf16|tf32]
                                      [--out results/<scale>/papers/<paper>/cost.csv]
 
 Cells. Runs are grouped by everything that changes their cost: the data's shape, the partition's
@@ -62,6 +63,7 @@ from fedbench.config import load_catalog, resolve_run
 from fedbench.engine.batches import num_local_steps
 from fedbench.engine.build import build_run
 from fedbench.engine.config import TrainConfig
+from fedbench.engine.precision import PRECISIONS, check_device
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import RunState, evaluate_round, run_rounds
@@ -328,13 +330,15 @@ def cost_keys(
         ("local", cfg.local_epochs, cfg.local_steps, cfg.batch_size, m),
         ("optimiser", cfg.momentum != 0, cfg.weight_decay != 0),
         ("executor", cfg.executor, cfg.chunk_size, cfg.memory_budget_mb, cfg.eval_batch_size),
+        ("precision", cfg.precision, cfg.eval_precision),
     )
     key = (*timing, ("schedule", cfg.rounds, cfg.eval_every, _freeze(phases)))
     return key, timing, size_profile(sizes, trainers), m, phases
 
 
-def group_cells(catalog: dict, grid, scale: str) -> list[Cell]:
-    """The grid's runs grouped into cells of (nearly) identical cost, in the grid's order."""
+def group_cells(catalog: dict, grid, scale: str, precision: str | None = None) -> list[Cell]:
+    """The grid's runs grouped into cells of (nearly) identical cost, in the grid's order;
+    `precision` (training.precision) replaces every run's own."""
     cells: list[Cell] = []
     by_key: dict[tuple, Cell] = {}
     profiles: dict[tuple, list[tuple[tuple[float, ...], int]]] = {}  # timing key -> classes
@@ -342,6 +346,8 @@ def group_cells(catalog: dict, grid, scale: str) -> list[Cell]:
         spec = resolve_run(
             catalog, scale, run.dataset, run.partition, run.model, run.algorithm, run.seed
         )
+        if precision is not None:
+            spec["training"]["precision"] = precision
         template = _template(spec["dataset"]["source"], _freeze(spec["dataset"]["params"]))
         sizes = run_sizes(spec, template.num_classes)
         key, timing, profile, m, phases = cost_keys(spec, sizes)
@@ -695,6 +701,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget", type=float, default=5.0, help="seconds per timed round / eval")
     ap.add_argument("--eval-clients", type=int, default=20, help="clients one eval is timed on")
     ap.add_argument("--config", default="config/config.yaml", help="catalog file")
+    ap.add_argument(
+        "--precision",
+        default=None,
+        choices=PRECISIONS,
+        help="training.precision for every run (default: each run's own, fp32 in every grid)",
+    )
     args = ap.parse_args(argv)
     if args.rounds < 1 or args.eval_clients < 1 or args.budget <= 0:
         ap.error("--rounds and --eval-clients must be >= 1, --budget > 0")
@@ -712,11 +724,14 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or f"results/{scale}/papers/{args.paper}/cost.csv")
 
     began = time.perf_counter()
-    cells = group_cells(catalog, grid, scale)
+    cells = group_cells(catalog, grid, scale, args.precision)
     chosen = [i for i, c in enumerate(cells) if args.match is None or args.match in c.label]
     chosen = set(chosen if args.limit is None else chosen[: args.limit])
     todo = len(chosen)
     label = device_label(dev, threads)
+    if args.precision is not None:
+        check_device(args.precision, dev, "--precision")
+        label += f", precision {args.precision}"
     n_keys = len({cells[i].timing_key for i in chosen})
     _log(
         f"{args.paper} ({scale}): {sum(len(c.runs) for c in cells)} runs in {len(cells)} cells; "

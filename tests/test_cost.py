@@ -187,3 +187,27 @@ def test_end_to_end_on_the_quick_grid(tmp_path, capsys):
     assert float(timed[0]["total_hours"]) == pytest.approx(
         3 * float(timed[0]["hours_per_run"]), rel=1e-2, abs=5e-4
     )
+
+
+def test_precision_replaces_every_runs_own_and_is_named(tmp_path, monkeypatch, capsys, catalog):
+    grid = load_grid(ROOT / "config" / "papers" / "quick.yaml", catalog)
+    fp32 = cost.group_cells(catalog, grid, "quick")
+    bf16 = cost.group_cells(catalog, grid, "quick", "bf16")
+    assert {c.spec["training"].get("precision", "fp32") for c in fp32} == {"fp32"}
+    assert {c.spec["training"]["precision"] for c in bf16} == {"bf16"}
+    assert fp32[0].timing_key != bf16[0].timing_key  # a timing is never shared across them
+    seen = []
+
+    def record(cell, *args, **kwargs):
+        seen.append(cell.spec["training"]["precision"])
+        raise MemoryError("stop here")
+
+    monkeypatch.setattr(cost, "time_cell", record)
+    out = tmp_path / "cost.csv"
+    cost.main(
+        ["quick", "--limit", "1", "--precision", "bf16", "--config", str(CONFIG)]
+        + ["--out", str(out)]
+    )
+    assert seen == ["bf16"] and "precision bf16" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cost.main(["quick", "--precision", "fp16", "--config", str(CONFIG), "--out", str(out)])

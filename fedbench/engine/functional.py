@@ -69,6 +69,47 @@ def sgd_step(
     return new_p, new_b
 
 
+def sgd_update(
+    params: Params,
+    grads: Params,
+    buf: Params,
+    lr: float,
+    momentum: float = 0.0,
+    weight_decay: float = 0.0,
+    mask: dict[str, torch.Tensor] | None = None,
+    grads_owned: bool = False,
+) -> Params:
+    """`sgd_step`'s arithmetic, bit for bit, on parameters the caller owns: the dict's leaves are
+    updated in place (p -= lr·g over all leaves at once, where `sgd_step` allocates p - lr·g and
+    lr·g per leaf per step); masked leaves are replaced as `sgd_step` computes them. Returns the
+    new momentum buffers (`buf` itself without momentum). `grads_owned`: nothing else holds the
+    gradients, so lr·g may be formed in their storage."""
+    new_b = {}
+    plain_p, plain_g = [], []
+    for k, p in params.items():
+        g = grads[k]
+        if weight_decay:
+            g = g + weight_decay * p
+        if momentum:
+            g = momentum * buf[k] + g
+            new_b[k] = g
+        if mask is not None and k in mask:
+            m = _broadcast(mask[k], p)
+            params[k] = p - lr * m * g
+            if momentum:
+                new_b[k] = m * g + (1 - m) * buf[k]
+        else:
+            plain_p.append(p)
+            plain_g.append(g)
+    if plain_p:
+        if not momentum and (grads_owned or weight_decay):  # g is a fresh tensor
+            torch._foreach_mul_(plain_g, lr)
+        else:
+            plain_g = torch._foreach_mul(plain_g, lr)
+        torch._foreach_sub_(plain_p, plain_g)
+    return new_b if momentum else buf
+
+
 def sgd_step_(
     params: Params,
     grads: Params,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import platform
+import statistics
 import subprocess
 import time
 from pathlib import Path
@@ -122,6 +123,9 @@ def execute_run(
         # Wall-clock seconds of the rounds (training and evaluation; not data loading), summed
         # over the sessions of a resumed run (rounds lost to a kill are not counted).
         "train_seconds": round(progress.seconds(), 1),
+        # The median round of this session (a round that evaluates included): the user-path
+        # figure `make bench` sets beside its best-of micro-benchmarks.
+        "median_round_seconds": _rounded(progress.median_round()),
     }
     _write_outputs(state, info, metrics_path, run_yaml_path, params_path)
     ckpt.remove()
@@ -177,24 +181,37 @@ class _Progress:
         self.rounds, self.ckpt = rounds, ckpt
         self.start_round = resumed.state.round if resumed else 0
         self.before = resumed.seconds if resumed else 0.0
-        self.started = time.perf_counter()
+        self.started = self.last = time.perf_counter()
+        self.round_seconds: list[float] = []  # this session's rounds, each on its own
+
+    def median_round(self) -> float | None:
+        """Median wall-clock seconds of one round (training, aggregation and any evaluation) over
+        this session's rounds; None before any."""
+        return float(statistics.median(self.round_seconds)) if self.round_seconds else None
 
     def seconds(self) -> float:
         """Wall-clock seconds of this run's rounds so far, earlier sessions included."""
         return self.before + time.perf_counter() - self.started
 
     def after_round(self, state: RunState, train_loss: float) -> None:
-        elapsed = time.perf_counter() - self.started
+        now = time.perf_counter()
+        self.round_seconds.append(now - self.last)
+        self.last = now
+        elapsed = now - self.started
         per_round = elapsed / (state.round - self.start_round)
         last = state.records[-1] if state.records else None
         record = last if last is not None and last["round"] == state.round else None
         eta = per_round * (self.rounds - state.round)
         log.info(
             progress_line(state.round, self.rounds, train_loss, record, eta)
-            + f" s/round {per_round:.2f}"
+            + f" s/round {per_round:.2f} (this round {self.round_seconds[-1]:.4f})"
         )
         if state.round < self.rounds:
             self.ckpt.maybe_save(state, self.before + elapsed)
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
 
 
 def _run_fields(
