@@ -63,10 +63,10 @@ from fedbench.config import load_catalog, resolve_run
 from fedbench.engine.batches import num_local_steps
 from fedbench.engine.build import build_run
 from fedbench.engine.config import TrainConfig
-from fedbench.engine.precision import PRECISIONS, check_device
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import RunState, evaluate_round, run_rounds
+from fedbench.engine.precision import PRECISIONS, check_device
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.grid import RunKey, all_runs, load_grid
 from fedbench.io import write_text
