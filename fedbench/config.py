@@ -51,7 +51,10 @@ DATA_MODES = ("real", "standin")
 # standin_params (models and datasets): parameters merged over `params` only at scales whose data
 # is generated (smoke), so a paper-sized network or image runs tiny in CI; run.yaml records them.
 MODEL_KEYS = ("arch", "params", "standin_params", "training", "description")
-SCALE_KEYS = ("data", "caps", "description", "standin_size")
+SCALE_KEYS = ("data", "caps", "description", "standin_size", "training")
+# What a scale may set for every run it holds: how the runs compute, never what (a scale's
+# `training` block is applied last, after its caps; e.g. quick-bf16's precision).
+SCALE_TRAINING_KEYS = ("precision", "eval_precision", "executor")
 CAP_KEYS = (
     "rounds",
     "num_clients",
@@ -291,6 +294,7 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
             raise ConfigError(f"scales.{name}.data: must be one of {DATA_MODES}")
         _keys(f"scales.{name}.caps", sc.get("caps", {}), CAP_KEYS)
         _keys(f"scales.{name}.standin_size", sc.get("standin_size", {}), ("n_train", "n_test"))
+        _keys(f"scales.{name}.training", sc.get("training", {}), SCALE_TRAINING_KEYS)
         for key, value in sc.get("caps", {}).items():
             if not _is_int(value) or value < 1:
                 raise ConfigError(
@@ -556,6 +560,7 @@ def resolve_training(
     for key in ("rounds", "clients_per_round", "local_epochs", "local_steps", "batch_size"):
         if key in caps and t.get(key) is not None:
             t[key] = min(t[key], caps[key])
+    t.update(scale_entry(catalog, scale).get("training", {}))
     TrainConfig.from_dict(t)  # validates
     return t
 

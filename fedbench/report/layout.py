@@ -127,8 +127,11 @@ def _check_quantity(where: str, q: Quantity | CellLayout) -> None:
 def check_layout(spec: CellLayout) -> None:
     """Check the quantity names (spec-wide and per cell), the scale and the cells' rows/columns."""
     where = f"{spec.paper}/{spec.name}"
-    if spec.scale not in SCALES:
-        raise LayoutError(f"{where}: unknown scale {spec.scale!r}; valid: {list(SCALES)}")
+    if base_scale(spec.scale) not in SCALES:
+        raise LayoutError(
+            f"{where}: unknown scale {spec.scale!r}; valid: {list(SCALES)}, or one of them "
+            "with a suffix (quick-bf16)"
+        )
     _check_quantity(where, spec)
     row_ids = _ids(f"{where} rows", spec.rows)
     col_ids = _ids(f"{where} columns", spec.columns)
@@ -203,11 +206,16 @@ def precision_note(cells: dict[Any, list[RunData]]) -> str:
     )
 
 
+def base_scale(scale: str) -> str:
+    """The scale a variant is of: quick-bf16 -> quick (the part before the first '-')."""
+    return scale.split("-", 1)[0]
+
+
 def warning_lines(scale: str, standin: bool) -> list[str]:
     """The loud lines a table or figure must carry: stand-in data, reduced scale."""
     out = [STANDIN_NOTE] if standin else []
-    if scale in SCALE_NOTES:
-        out.append(SCALE_NOTES[scale])
+    if base_scale(scale) in SCALE_NOTES:
+        out.append(SCALE_NOTES[base_scale(scale)])
     return out
 
 
