@@ -2,6 +2,7 @@
 
     fedbench cost PAPER ...        estimated compute of a paper's grid (fedbench.cost)
     fedbench record PAPER TABLE ...  per-run summary and partial table from finished runs
+    fedbench compare DIR_A DIR_B   two renderings of a grid's tables, cell by cell, vs seed spread
     fedbench spec SCALE DATASET PARTITION MODEL ALGORITHM SEED   one run's resolved spec (YAML)
     fedbench data                  each catalog dataset's source: on this machine or not
     fedbench catalog [SECTION]     the catalog's names (what a grid or a wildcard may use)
@@ -21,6 +22,10 @@ SECTIONS = ("datasets", "partitions", "models", "algorithms", "scales")
 DELEGATED = {
     "cost": ("fedbench.cost", "estimated compute of a paper's grid from a few timed rounds"),
     "record": ("fedbench.record", "per-run summary (and partial table) of one table's runs"),
+    "compare": (
+        "fedbench.report.compare",
+        "two renderings of a grid's tables (fp32 and bf16, ...), cell by cell, vs seed spread",
+    ),
 }
 
 

@@ -13,7 +13,7 @@ from fedbench.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = str(ROOT / "config" / "config.yaml")
-SUBCOMMANDS = ("cost", "record", "spec", "data", "catalog")
+SUBCOMMANDS = ("cost", "record", "compare", "spec", "data", "catalog")
 
 
 def test_help_lists_every_subcommand(capsys):
