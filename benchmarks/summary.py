@@ -131,6 +131,20 @@ def print_user_path(paths: dict[str, dict]) -> None:
         )
 
 
+def chunk_sweep(benches: list[dict]) -> dict[str, dict]:
+    """The vectorised TwoNN 100-client round per chunk size (the default's resolved size too)."""
+    out = {}
+    for b in benches:
+        i = b["extra_info"]
+        out[str(i["chunk"])] = {"s": best(b), "resolved": i.get("resolved")}
+    if out:
+        print("\nVectorised TwoNN round, 100 clients, by clients per chunk (best of 5), ms")
+        for chunk, c in out.items():
+            label = f"default ({c['resolved']})" if chunk == "default" else chunk
+            print(f"  {label:<14}{c['s'] * 1e3:>10.2f}")
+    return out
+
+
 def print_precision(cases: dict[str, dict]) -> None:
     """fp32 and bf16 round times per model and executor."""
     if not cases:
@@ -324,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
     matmul = max(rates) if rates else None
     cases = round_cases(kinds.get("round", []), matmul)
     print_rounds(cases, matmul)
+    chunks = chunk_sweep(kinds.get("chunk", []))
     paths = user_path(kinds.get("user_path", []), cases)
     print_user_path(paths)
     precision = precision_cases(kinds.get("precision", []))
@@ -349,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         "matmul_gflops": matmul,
         "cases": cases,
         "user_path": paths,
+        "chunks": chunks,
         "precision": precision,
         "targets": targets,
         **others,
