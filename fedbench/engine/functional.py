@@ -78,14 +78,17 @@ def sgd_update(
     weight_decay: float = 0.0,
     mask: dict[str, torch.Tensor] | None = None,
     grads_owned: bool = False,
+    params_owned: bool = True,
 ) -> Params:
     """`sgd_step`'s arithmetic, bit for bit, on parameters the caller owns: the dict's leaves are
     updated in place (p -= lr·g over all leaves at once, where `sgd_step` allocates p - lr·g and
     lr·g per leaf per step); masked leaves are replaced as `sgd_step` computes them. Returns the
     new momentum buffers (`buf` itself without momentum). `grads_owned`: nothing else holds the
-    gradients, so lr·g may be formed in their storage."""
+    gradients, so lr·g may be formed in their storage. `params_owned=False` (a client's first
+    step): the leaves are someone else's (the global model's), so this step writes new ones into
+    the dict, which later steps own and update in place: no copy of the model per client."""
     new_b = {}
-    plain_p, plain_g = [], []
+    plain_k, plain_p, plain_g = [], [], []
     for k, p in params.items():
         g = grads[k]
         if weight_decay:
@@ -99,15 +102,28 @@ def sgd_update(
             if momentum:
                 new_b[k] = m * g + (1 - m) * buf[k]
         else:
+            plain_k.append(k)
             plain_p.append(p)
             plain_g.append(g)
     if plain_p:
-        if not momentum and (grads_owned or weight_decay):  # g is a fresh tensor
-            torch._foreach_mul_(plain_g, lr)
+        if not momentum and (grads_owned or weight_decay) and _distinct(plain_g):
+            torch._foreach_mul_(plain_g, lr)  # fresh tensors, none shared between two leaves
         else:
             plain_g = torch._foreach_mul(plain_g, lr)
-        torch._foreach_sub_(plain_p, plain_g)
+        if params_owned:
+            torch._foreach_sub_(plain_p, plain_g)
+        else:
+            moved = torch._foreach_sub(plain_p, plain_g)
+            for k, new in zip(plain_k, moved, strict=True):
+                params[k] = new
     return new_b if momentum else buf
+
+
+def _distinct(tensors: list[torch.Tensor]) -> bool:
+    """No two tensors share storage (autograd may hand two leaves one gradient tensor: the two
+    biases of an LSTM cell, both operands of an addition)."""
+    seen = {t.untyped_storage().data_ptr() for t in tensors}
+    return len(seen) == len(tensors)
 
 
 def sgd_step_(

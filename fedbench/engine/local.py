@@ -53,12 +53,13 @@ def local_train_carry(
     step_grad = _grad_and_value(loss_fn, create_graph=_recurrent(apply))
     if noise is not None and algo.noise_is_schedule:
         noise = noise.tolist()  # one Python float a step: local_loss may branch on it
-    # Without carry updates nothing a step returns can alias the parameters, so the client
-    # trains its own copy in place (`sgd_update`: sgd_step's numbers without its temporaries).
+    # Without carry updates nothing a step returns can alias the parameters, so after its first
+    # step (which writes new leaves) the client trains them in place (`sgd_update`: sgd_step's
+    # numbers without its temporaries).
     in_place = not updates
     owned = type(algo).correct_grads is Algorithm.correct_grads  # grads straight from autograd
     if in_place:
-        params = {k: v.clone() for k, v in params.items()}
+        params = dict(params)  # the caller's dict keeps its leaves
     buf = sgd_init(params) if momentum or not in_place else {}
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
@@ -72,7 +73,9 @@ def local_train_carry(
         grads = algo.correct_grads(grads, params, carry)
         mask = algo.update_mask(params, carry, nz)
         if in_place:
-            buf = sgd_update(params, grads, buf, lr, momentum, weight_decay, mask, owned)
+            buf = sgd_update(
+                params, grads, buf, lr, momentum, weight_decay, mask, owned, params_owned=step > 0
+            )
         else:
             params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay, mask)
         loss_sum = loss_sum + loss.detach()

@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from fedbench.engine.functional import sgd_init, sgd_step, sgd_step_
+from fedbench.engine.functional import sgd_init, sgd_step, sgd_step_, sgd_update
 
 
 def test_sgd_step_matches_torch_optim_sgd():
@@ -49,3 +50,45 @@ def test_in_place_sgd_on_stacked_clients_matches_sgd_step_per_client():
                 params[k], torch.stack([p[k] for p, _ in want]), rtol=0, atol=1e-6
             )
             torch.testing.assert_close(buf[k], ref_buf[k], rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "momentum,weight_decay", [(0.0, 0.0), (0.9, 0.0), (0.0, 1e-3), (0.9, 1e-3)]
+)
+@pytest.mark.parametrize("masked", [False, True])
+def test_sgd_update_is_sgd_step_bit_for_bit_and_leaves_the_callers_leaves(
+    momentum, weight_decay, masked
+):
+    g = torch.Generator().manual_seed(0)
+    start = {k: torch.randn(4, 3, generator=g) for k in ("a", "b", "c")}
+    kept = {k: v.clone() for k, v in start.items()}
+    mask = {"b": torch.tensor(0.0 if masked else 1.0)}
+    ref, buf_ref = dict(start), sgd_init(start)
+    mine, buf = dict(start), sgd_init(start)
+    for step in range(4):
+        grads = {k: torch.randn(4, 3, generator=g) for k in start}
+        grads["c"] = grads["a"]  # one gradient tensor for two leaves, as autograd may hand out
+        ref, buf_ref = sgd_step(
+            ref,
+            {k: v.clone() for k, v in grads.items()},
+            buf_ref,
+            0.1,
+            momentum,
+            weight_decay,
+            mask,
+        )
+        buf = sgd_update(
+            mine,
+            grads,
+            buf,
+            0.1,
+            momentum,
+            weight_decay,
+            mask,
+            grads_owned=True,
+            params_owned=step > 0,
+        )
+        for k in start:
+            assert torch.equal(mine[k], ref[k]), (step, k)
+    for k, v in start.items():
+        assert torch.equal(v, kept[k])  # the first step wrote new leaves
