@@ -6,7 +6,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, Batch, State
@@ -50,7 +49,7 @@ def local_train_carry(
         out = algo.local_loss(apply, p, Batch(xb, yb, None, wb), cr, nz)
         return out if updates else (out, {})
 
-    step_grad = _grad_and_value(loss_fn, create_graph=_recurrent(apply))
+    step_grad = _grad_and_value(loss_fn)
     if noise is not None and algo.noise_is_schedule:
         noise = noise.tolist()  # one Python float a step: local_loss may branch on it
     # Without carry updates nothing a step returns can alias the parameters, so after its first
@@ -89,23 +88,16 @@ def local_train_carry(
     return params, carry, loss_sum / max(len(batches), 1)
 
 
-def _recurrent(apply: Apply) -> bool:
-    """Whether the network may hold a recurrent layer (True when apply hides its module)."""
-    module = getattr(apply, "module", None)
-    return module is None or any(isinstance(m, nn.RNNBase) for m in module.modules())
-
-
-def _grad_and_value(
-    loss_fn: Callable[..., tuple[torch.Tensor, State]], create_graph: bool = True
-) -> Callable[..., Any]:
+def _grad_and_value(loss_fn: Callable[..., tuple[torch.Tensor, State]]) -> Callable[..., Any]:
     """`torch.func.grad_and_value(loss_fn, has_aux=True)` for one client's plain tensors, by
     torch.autograd.grad on leaf copies of the parameters: the same numbers (functorch's grad is
     this autograd.grad call on wrapped tensors) without functorch's first call importing
     torch._dynamo (1.5-3 s of every training process). Unused parameters get zero gradients and
-    the outputs are detached. `create_graph` runs the backward in grad mode as torch.func does:
-    nn.LSTM's fused CPU backward takes another path without it (1e-8 apart); every other layer
-    gives the same bits either way, and skipping it saves ~10% of a small model's step. The
-    vectorised executor keeps torch.func (vmap)."""
+    the outputs are detached. The backward runs in grad mode (`create_graph=True`) as torch.func
+    does: without it the backward of nn.LSTM's fused CPU kernel and of the EfficientNet and
+    MobileViT models takes other paths (1e-8 apart; seen in the smoke grids); the linear,
+    convolutional and BatchNorm nets tried gave the same bits either way, and it costs ~10% of
+    a TwoNN step at batch 10. The vectorised executor keeps torch.func (vmap)."""
 
     def step(params: Params, *args: Any) -> tuple[Params, tuple[torch.Tensor, State]]:
         with torch.enable_grad():
@@ -113,7 +105,7 @@ def _grad_and_value(
             loss, aux = loss_fn(leaves, *args)
             grads = (
                 torch.autograd.grad(
-                    loss, list(leaves.values()), create_graph=create_graph, allow_unused=True
+                    loss, list(leaves.values()), create_graph=True, allow_unused=True
                 )
                 if loss.requires_grad
                 else (None,) * len(leaves)
