@@ -49,7 +49,7 @@ def local_train_carry(
         out = algo.local_loss(apply, p, Batch(xb, yb, None, wb), cr, nz)
         return out if updates else (out, {})
 
-    step_grad = _grad_and_value(loss_fn)
+    step_grad = _grad_and_value(loss_fn, _graph(apply))
     if noise is not None and algo.noise_is_schedule:
         noise = noise.tolist()  # one Python float a step: local_loss may branch on it
     # Without carry updates nothing a step returns can alias the parameters, so after its first
@@ -88,16 +88,23 @@ def local_train_carry(
     return params, carry, loss_sum / max(len(batches), 1)
 
 
-def _grad_and_value(loss_fn: Callable[..., tuple[torch.Tensor, State]]) -> Callable[..., Any]:
+def _graph(apply: Apply) -> bool:
+    """Whether the step's backward needs grad mode to give torch.func's bits (the model is not
+    one of `fedbench.models.PLAIN_BACKWARD`, or apply hides its module)."""
+    return not getattr(getattr(apply, "module", None), "plain_backward", False)
+
+
+def _grad_and_value(
+    loss_fn: Callable[..., tuple[torch.Tensor, State]], create_graph: bool = True
+) -> Callable[..., Any]:
     """`torch.func.grad_and_value(loss_fn, has_aux=True)` for one client's plain tensors, by
     torch.autograd.grad on leaf copies of the parameters: the same numbers (functorch's grad is
     this autograd.grad call on wrapped tensors) without functorch's first call importing
     torch._dynamo (1.5-3 s of every training process). Unused parameters get zero gradients and
-    the outputs are detached. The backward runs in grad mode (`create_graph=True`) as torch.func
-    does: without it the backward of nn.LSTM's fused CPU kernel and of the EfficientNet and
-    MobileViT models takes other paths (1e-8 apart; seen in the smoke grids); the linear,
-    convolutional and BatchNorm nets tried gave the same bits either way, and it costs ~10% of
-    a TwoNN step at batch 10. The vectorised executor keeps torch.func (vmap)."""
+    the outputs are detached. `create_graph` runs the backward in grad mode as torch.func does:
+    without it the backward of nn.LSTM's fused CPU kernel and of SiLU (EfficientNet, MobileViT)
+    takes other paths, 1e-8 apart; the models of `PLAIN_BACKWARD` give the same bits either way
+    and skip it (~10% of a TwoNN step at batch 10). The vectorised executor keeps torch.func."""
 
     def step(params: Params, *args: Any) -> tuple[Params, tuple[torch.Tensor, State]]:
         with torch.enable_grad():
@@ -105,7 +112,7 @@ def _grad_and_value(loss_fn: Callable[..., tuple[torch.Tensor, State]]) -> Calla
             loss, aux = loss_fn(leaves, *args)
             grads = (
                 torch.autograd.grad(
-                    loss, list(leaves.values()), create_graph=True, allow_unused=True
+                    loss, list(leaves.values()), create_graph=create_graph, allow_unused=True
                 )
                 if loss.requires_grad
                 else (None,) * len(leaves)

@@ -41,6 +41,27 @@ MODELS: Mapping[str, type[nn.Module]] = LazyRegistry(
 )
 
 
+# Models whose backward gives the same bits with or without a double-backward graph
+# (tests/models/test_plain_backward.py checks each): the sequential executor skips that graph for
+# them (~10% of a small model's step). Recurrent nets (fused LSTM), SiLU (EfficientNet,
+# MobileViT) and AAggFF's LEAF CNN take other paths without it; a model not listed keeps it.
+PLAIN_BACKWARD = frozenset(
+    {
+        "linear",
+        "mlp",
+        "twonn",
+        "twocnn",
+        "superfed_twonn",
+        "superfed_twocnn",
+        "resnet9",
+        "mobilenet",
+        "vgg9",
+        "pfedbred_dnn",
+        "pfedbred_cnn",
+    }
+)
+
+
 def build_model(
     arch: str,
     input_shape: tuple[int, ...],
@@ -65,9 +86,11 @@ def build_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed)
         try:
-            return cls(input_shape=tuple(input_shape), num_classes=num_classes, **params)
+            model = cls(input_shape=tuple(input_shape), num_classes=num_classes, **params)
         except TypeError as err:
             raise ValueError(f"model {arch!r}: bad parameter ({err})") from None
+    model.plain_backward = arch in PLAIN_BACKWARD  # read by the sequential step loop
+    return model
 
 
-__all__ = ["MODELS", "build_model", "mixing_groups"]
+__all__ = ["MODELS", "PLAIN_BACKWARD", "build_model", "mixing_groups"]
