@@ -225,18 +225,22 @@ class RoundCase:
     def build(self):
         """(federation, model, config, flops) of the round."""
         shape = (1, 28, 28)
-        fed = federation(self.clients, per_client=self.per_client, shape=shape)
-        model = build_model(self.arch, shape, NUM_CLASSES, init_seed=0)
-        cfg = TrainConfig(
-            rounds=1,
-            batch_size=BATCH,
-            lr=LR,
-            local_epochs=EPOCHS,
-            clients_per_round=self.clients,
-            eval_every=10**9,
-        )
-        flops = train_flops(model, shape, EPOCHS * self.clients * self.per_client)
-        return fed, model, cfg, flops
+        return round_parts(build_model(self.arch, shape, NUM_CLASSES, init_seed=0), shape, self)
+
+
+def round_parts(model: nn.Module, shape: tuple[int, ...], case, precision: str = "fp32"):
+    """(federation, model, config, flops) of one round of `case` (its clients and per_client)."""
+    fed = federation(case.clients, per_client=case.per_client, shape=shape)
+    cfg = TrainConfig(
+        rounds=1,
+        batch_size=BATCH,
+        lr=LR,
+        local_epochs=EPOCHS,
+        clients_per_round=case.clients,
+        eval_every=10**9,
+        precision=precision,
+    )
+    return fed, model, cfg, train_flops(model, shape, EPOCHS * case.clients * case.per_client)
 
 
 def engine_round(fed: Federation, model: nn.Module, cfg: TrainConfig, executor: str):
@@ -296,15 +300,4 @@ class PrecisionCase:
     def build(self):
         """(federation, model, config, flops) of the round."""
         model, shape = precision_model(self.arch)
-        fed = federation(self.clients, per_client=self.per_client, shape=shape)
-        cfg = TrainConfig(
-            rounds=1,
-            batch_size=BATCH,
-            lr=LR,
-            local_epochs=EPOCHS,
-            clients_per_round=self.clients,
-            eval_every=10**9,
-            precision=self.precision,
-        )
-        flops = train_flops(model, shape, EPOCHS * self.clients * self.per_client)
-        return fed, model, cfg, flops
+        return round_parts(model, shape, self, self.precision)

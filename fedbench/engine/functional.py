@@ -45,28 +45,15 @@ def sgd_step(
     weight_decay: float = 0.0,
     mask: dict[str, torch.Tensor] | None = None,
 ) -> tuple[Params, Params]:
-    """One step of torch.optim.SGD (dampening 0, no Nesterov), out of place.
+    """One step of torch.optim.SGD (dampening 0, no Nesterov), out of place: p - lr·d with
+    d = g + wd·p, then (momentum) d = μ·buf + d.
 
     `mask[k]` (0/1, a scalar or one value per stacked client) freezes parameter k and its momentum
     for this step, as if it were not in the optimiser.
     """
-    new_p, new_b = {}, {}
-    for k, p in params.items():
-        g = grads[k]
-        if weight_decay:
-            g = g + weight_decay * p
-        if momentum:
-            g = momentum * buf[k] + g
-            new_b[k] = g
-        else:
-            new_b[k] = buf[k]
-        if mask is not None and k in mask:
-            m = _broadcast(mask[k], p)
-            new_p[k] = p - lr * m * g
-            new_b[k] = m * new_b[k] + (1 - m) * buf[k]
-        else:
-            new_p[k] = p - lr * g
-    return new_p, new_b
+    new = dict(params)
+    new_b = sgd_update(new, grads, buf, lr, momentum, weight_decay, mask, params_owned=False)
+    return new, new_b
 
 
 def sgd_update(
@@ -80,10 +67,9 @@ def sgd_update(
     grads_owned: bool = False,
     params_owned: bool = True,
 ) -> Params:
-    """`sgd_step`'s arithmetic, bit for bit, on parameters the caller owns: the dict's leaves are
-    updated in place (p -= lr·g over all leaves at once, where `sgd_step` allocates p - lr·g and
-    lr·g per leaf per step); masked leaves are replaced as `sgd_step` computes them. Returns the
-    new momentum buffers (`buf` itself without momentum). `grads_owned`: nothing else holds the
+    """One SGD step on the dict's leaves: in place (p -= lr·g over all leaves at once, the same
+    bits as p - lr·g), masked leaves replaced by p - lr·m·g. Returns the new momentum buffers
+    (`buf` itself without momentum). `grads_owned`: nothing else holds the
     gradients, so lr·g may be formed in their storage. `params_owned=False` (a client's first
     step): the leaves are someone else's (the global model's), so this step writes new ones into
     the dict, which later steps own and update in place: no copy of the model per client."""

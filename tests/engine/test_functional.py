@@ -52,31 +52,37 @@ def test_in_place_sgd_on_stacked_clients_matches_sgd_step_per_client():
             torch.testing.assert_close(buf[k], ref_buf[k], rtol=0, atol=1e-6)
 
 
+def _reference_step(p, g, b, lr, momentum, weight_decay, m):
+    """torch.optim.SGD's step written out leaf by leaf, out of place (the masked form of
+    sgd_step's docstring): the bits every earlier sequential run was trained with."""
+    d = g + weight_decay * p if weight_decay else g
+    nb = momentum * b + d if momentum else b
+    d = nb if momentum else d
+    if m is None:
+        return p - lr * d, nb
+    return p - lr * m * d, (m * nb + (1 - m) * b if momentum else b)
+
+
 @pytest.mark.parametrize(
     "momentum,weight_decay", [(0.0, 0.0), (0.9, 0.0), (0.0, 1e-3), (0.9, 1e-3)]
 )
 @pytest.mark.parametrize("masked", [False, True])
-def test_sgd_update_is_sgd_step_bit_for_bit_and_leaves_the_callers_leaves(
-    momentum, weight_decay, masked
-):
+def test_sgd_update_and_step_match_the_written_out_step_bit_for_bit(momentum, weight_decay, masked):
     g = torch.Generator().manual_seed(0)
     start = {k: torch.randn(4, 3, generator=g) for k in ("a", "b", "c")}
     kept = {k: v.clone() for k, v in start.items()}
     mask = {"b": torch.tensor(0.0 if masked else 1.0)}
     ref, buf_ref = dict(start), sgd_init(start)
     mine, buf = dict(start), sgd_init(start)
+    stepped, buf_s = dict(start), sgd_init(start)
     for step in range(4):
         grads = {k: torch.randn(4, 3, generator=g) for k in start}
         grads["c"] = grads["a"]  # one gradient tensor for two leaves, as autograd may hand out
-        ref, buf_ref = sgd_step(
-            ref,
-            {k: v.clone() for k, v in grads.items()},
-            buf_ref,
-            0.1,
-            momentum,
-            weight_decay,
-            mask,
-        )
+        for k in start:
+            ref[k], buf_ref[k] = _reference_step(
+                ref[k], grads[k], buf_ref[k], 0.1, momentum, weight_decay, mask.get(k)
+            )
+        stepped, buf_s = sgd_step(stepped, grads, buf_s, 0.1, momentum, weight_decay, mask)
         buf = sgd_update(
             mine,
             grads,
@@ -90,5 +96,6 @@ def test_sgd_update_is_sgd_step_bit_for_bit_and_leaves_the_callers_leaves(
         )
         for k in start:
             assert torch.equal(mine[k], ref[k]), (step, k)
+            assert torch.equal(stepped[k], ref[k]), (step, k)
     for k, v in start.items():
         assert torch.equal(v, kept[k])  # the first step wrote new leaves
