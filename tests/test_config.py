@@ -32,6 +32,7 @@ def _broken(catalog, path, value):
         (("training", "lrr"), 0.1, "lrr"),
         (("datasets", "fmnist", "training"), {"epochs": 2}, "epochs"),
         (("scales", "smoke", "caps"), {"round": 2}, "round"),
+        (("scales", "quick-bf16", "training"), {"lr": 0.1}, r"scales\.quick-bf16\.training.*lr"),
     ],
 )
 def test_bad_catalog_entries_are_named(catalog, path, value, named):
@@ -210,3 +211,14 @@ def test_smoke_caps_the_clients_of_a_natural_split(catalog):
     assert "num_clients" not in resolve_run(catalog, "paper", *names)["partition"]
     cap = catalog["scales"]["smoke"]["caps"]["num_clients"]
     assert resolve_run(catalog, "smoke", *names)["partition"]["num_clients"] == cap
+
+
+def test_a_scale_sets_how_its_runs_compute_after_the_caps(catalog):
+    fp32 = resolve_run(catalog, "quick", "fmnist", "shards2-k100", "twonn", "fedavg", 0)
+    bf16 = resolve_run(catalog, "quick-bf16", "fmnist", "shards2-k100", "twonn", "fedavg", 0)
+    assert "precision" not in fp32["training"] and bf16["training"]["precision"] == "bf16"
+    assert {k: v for k, v in bf16["training"].items() if k != "precision"} == fp32["training"]
+    c = copy.deepcopy(catalog)
+    c["scales"]["quick-bf16"]["training"]["precision"] = "fp16"
+    with pytest.raises(ValueError, match=r"training\.precision.*fp32"):
+        resolve_run(c, "quick-bf16", "fmnist", "shards2-k100", "twonn", "fedavg", 0)

@@ -82,3 +82,11 @@ def test_bad_inputs_name_the_path_and_the_fix(tmp_path, capsys):
         read_table_csv(tmp_path / "a" / "t.csv")
     assert main(["compare", str(tmp_path / "nope"), str(tmp_path)]) == 2
     assert "fedbench compare:" in capsys.readouterr().err
+
+
+def test_a_suffixed_scale_reads_as_its_base():
+    from fedbench.report.layout import SCALE_NOTES, base_scale, warning_lines
+
+    assert base_scale("quick-bf16") == "quick" and base_scale("paper") == "paper"
+    assert warning_lines("quick-bf16", False) == [SCALE_NOTES["quick"]]
+    assert warning_lines("paper-bf16", False) == []
