@@ -26,6 +26,7 @@ from fedbench.report.layout import (
     is_accuracy,
     load_cells,
     metric_name,
+    precision_note,
     protocol_notes,
     row_styles,
     shared_legend,
@@ -278,6 +279,7 @@ def make_lambda_figure(spec: FigureSpec) -> Figure:
         + ": "
         + "; ".join(best_text[s] for s in sorted(sources)),
         *protocol_notes({BEST_PROTOCOL} & sources),
+        *([f"Precision: {precision_note(cells)}"] if precision_note(cells) else []),
         *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
     ]
     if not is_accuracy(spec.metric) and "best_lambda" in sources:

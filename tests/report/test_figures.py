@@ -57,6 +57,14 @@ def test_suptitle_notes(runs):
     assert "STAND-IN" not in plain.get_suptitle()
 
 
+def test_a_figure_of_bf16_runs_says_so(runs, make):
+    bf16 = [make(seed=s, algorithm="scaffold", precision="bf16") for s in (0, 1)]
+    text = " ".join(make_figure(spec({("fedavg", "mnist"): bf16})).get_suptitle().split())
+    assert "Precision: every run trained in bf16" in text
+    plain = make_figure(spec({("fedavg", "mnist"): [runs["avg0"]]}))
+    assert "Precision" not in plain.get_suptitle()
+
+
 def test_seed_curves_mean(runs):
     s = spec({("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]})
     cell = [*load_cells(s)[("fedavg", "mnist")], load_run(runs["prox0_div"])]
