@@ -247,3 +247,8 @@ class Algorithm:
         """The parameters evaluated under `protocol`, from `personal_params`' output and the
         `eval_batches(protocol)` training batches; never kept for training."""
         return params
+
+
+def overrides(algo: Algorithm, hook: str) -> bool:
+    """Whether `algo`'s class replaces the base class's `hook` (FedAvg's behaviour otherwise)."""
+    return getattr(type(algo), hook) is not getattr(Algorithm, hook)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedbench.algorithms.base import Algorithm, ClientContext, State
+from fedbench.algorithms.base import Algorithm, ClientContext, State, overrides
 from fedbench.engine.batches import batch_plan, num_local_steps
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import client_losses
@@ -63,7 +63,7 @@ def stack_messages(messages: list[dict[str, Any]]) -> dict[str, Any]:
 def candidate_losses(job: RoundJob, cid: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """The keys of the algorithm's candidate models for client `cid` and their mean losses on
     its validation split (training split without one); empty unless the algorithm has some."""
-    if type(job.algo).candidates is Algorithm.candidates:
+    if not overrides(job.algo, "candidates"):
         return (), ()
     rng = job.streams.torch_generator("algorithm", job.round, cid, 1)
     pairs = job.algo.candidates(
@@ -137,7 +137,7 @@ def host_plan(job: RoundJob, cid: int) -> tuple[np.ndarray, np.ndarray]:
 
 def client_noise(job: RoundJob, cid: int, ctx: ClientContext) -> torch.Tensor | None:
     """The algorithm's per-step draws for this client (its `algorithm` stream)."""
-    if type(job.algo).step_noise is Algorithm.step_noise:
+    if not overrides(job.algo, "step_noise"):
         return None  # FedAvg's hook draws nothing: skip seeding a generator
     rng = job.streams.torch_generator("algorithm", job.round, cid)
     return job.algo.step_noise(rng, ctx, job.global_params)

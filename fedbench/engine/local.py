@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from fedbench.algorithms.base import Algorithm, Batch, State
+from fedbench.algorithms.base import Algorithm, Batch, State, overrides
 from fedbench.engine.augment import Augment
 from fedbench.engine.functional import sgd_init, sgd_step, sgd_update
 from fedbench.tree import Apply, Params
@@ -56,7 +56,7 @@ def local_train_carry(
     # step (which writes new leaves) the client trains them in place (`sgd_update`: sgd_step's
     # numbers without its temporaries).
     in_place = not updates
-    owned = type(algo).correct_grads is Algorithm.correct_grads  # grads straight from autograd
+    owned = not overrides(algo, "correct_grads")  # grads straight from autograd
     if in_place:
         params = dict(params)  # the caller's dict keeps its leaves
     buf = sgd_init(params) if momentum or not in_place else {}

@@ -261,13 +261,16 @@ def run_rounds(
     device = fed.x.device
     check_device(cfg.precision, device)
     check_device(cfg.eval_precision, device, "training.eval_precision")
-    # The forward pass in the run's precision (innermost: an algorithm's own network over it,
-    # the loss and everything after stay float32); evaluation in eval_precision.
-    train_apply = algo.model(with_precision(apply, cfg.precision))
-    apply = algo.model(with_precision(apply, cfg.eval_precision))
-    if objective.name != CROSS_ENTROPY.name:  # the default stays the bare apply
-        train_apply = with_objective(train_apply, objective)
-        apply = with_objective(apply, objective)
+
+    def bound(precision: str) -> Apply:
+        # The forward pass in `precision` (innermost: an algorithm's own network over it, the
+        # loss and everything after stay float32); the default objective keeps the bare apply.
+        net = algo.model(with_precision(apply, precision))
+        return net if objective.name == CROSS_ENTROPY.name else with_objective(net, objective)
+
+    train_apply = bound(cfg.precision)
+    apply = train_apply if cfg.eval_precision == cfg.precision else bound(cfg.eval_precision)
+    if objective.name != CROSS_ENTROPY.name:
         fed = dataclasses.replace(fed, weight=objective.row_weights(fed))
     init_params = algo.init_global(
         init_params,

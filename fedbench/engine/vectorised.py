@@ -32,7 +32,7 @@ from torch.func import grad_and_value, vmap
 from torch.nn.modules.utils import _pair
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from fedbench.algorithms.base import Algorithm, Batch
+from fedbench.algorithms.base import Algorithm, Batch, overrides
 from fedbench.engine.executors import (
     RoundJob,
     RoundOutput,
@@ -442,15 +442,11 @@ class LayerChain:
         return loss
 
 
-def _overrides(algo: Algorithm, hook: str) -> bool:
-    return getattr(type(algo), hook) is not getattr(Algorithm, hook)
-
-
 def kernel_path(algo: Algorithm, apply: Any, keys: list[str]) -> tuple[LayerChain | None, str]:
     """The batched-kernel chain for this algorithm and model, or (None, why the vmap path)."""
     if algo.carry_updates:  # the kernels have no aux output; such a loss is its own anyway
         return None, f"{algo.name} updates its carry"
-    if _overrides(algo, "local_loss") or _overrides(algo, "data_loss"):
+    if overrides(algo, "local_loss") or overrides(algo, "data_loss"):
         return None, f"{algo.name} has its own local objective"
     objective = objective_of(apply)
     if objective.name != CROSS_ENTROPY.name:  # the kernels hard-code softmax cross-entropy
@@ -520,7 +516,7 @@ class VectorisedExecutor:
         self.last_chunk = (size, why)
         self.chunks_run = 0
         ids = job.client_ids
-        stacked_end = not _overrides(algo, "client_end")
+        stacked_end = not overrides(algo, "client_end")
         messages: list[dict[str, Any]] = []
         states: dict[int, Any] = {}
         losses = []
@@ -632,7 +628,7 @@ class VectorisedExecutor:
 
     def _train_kernel(self, job, chain, params, carry, carry_dims, noise, plan) -> torch.Tensor:
         algo, cfg, fed = job.algo, job.cfg, job.fed
-        correct, masks = _overrides(algo, "correct_grads"), _overrides(algo, "update_mask")
+        correct, masks = overrides(algo, "correct_grads"), overrides(algo, "update_mask")
         fused = not (correct or masks or cfg.momentum or cfg.weight_decay)
         vcorrect = vmap(algo.correct_grads, in_dims=(0, 0, carry_dims)) if correct else None
         vmask = _vmapped_mask(algo, carry_dims, noise) if masks else None

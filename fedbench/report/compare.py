@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from fedbench.io import write_text
+from fedbench.report.tables import _num
 
 KEY = ("row", "column")
 NEEDED = ("row", "column", "row_label", "column_label", "ours_mean", "ours_std", "n_runs")
@@ -108,12 +109,6 @@ def compare_dirs(a: Path, b: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _num(x: float, signed: bool = False) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x:+.2f}" if signed else f"{x:.2f}"
-
-
 def to_markdown(df: pd.DataFrame, labels: tuple[str, str], a: Path, b: Path) -> str:
     """A section per table: A ± spread, B ± spread, Δ, spread, within; then the count."""
     la, lb = labels
@@ -134,9 +129,9 @@ def to_markdown(df: pd.DataFrame, labels: tuple[str, str], a: Path, b: Path) -> 
             within = {True: "yes", False: "**no**", None: "— (one seed)"}[r["within"]]
             lines.append(
                 f"| {r['row_label']} / {r['column_label']} "
-                f"| {_num(r['a_mean'])} ± {_num(r['a_spread'])} (n={r['a_n']}) "
-                f"| {_num(r['b_mean'])} ± {_num(r['b_spread'])} (n={r['b_n']}) "
-                f"| {_num(r['delta'], True)} | {_num(r['spread'])} | {within} |"
+                f"| {_num(r['a_mean'], 2)} ± {_num(r['a_spread'], 2)} (n={r['a_n']}) "
+                f"| {_num(r['b_mean'], 2)} ± {_num(r['b_spread'], 2)} (n={r['b_n']}) "
+                f"| {_num(r['delta'], 2, sign=True)} | {_num(r['spread'], 2)} | {within} |"
             )
     judged = df[df["within"].notna()]
     lines += [

@@ -135,7 +135,7 @@ def make_figure(spec: FigureSpec) -> Figure:
         f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)"
         + (f"; each run's curve {_smoothing(spec, cells)}" if spec.smooth else ""),
         *protocol_notes({q.protocol for q in quantities.values()}),
-        *([f"Precision: {precision_note(cells)}"] if precision_note(cells) else []),
+        *(f"Precision: {note}" for note in [precision_note(cells)] if note),
         *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
     ]
     chars = int(width * CHARS_PER_INCH)

@@ -279,7 +279,7 @@ def make_lambda_figure(spec: FigureSpec) -> Figure:
         + ": "
         + "; ".join(best_text[s] for s in sorted(sources)),
         *protocol_notes({BEST_PROTOCOL} & sources),
-        *([f"Precision: {precision_note(cells)}"] if precision_note(cells) else []),
+        *(f"Precision: {note}" for note in [precision_note(cells)] if note),
         *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
     ]
     if not is_accuracy(spec.metric) and "best_lambda" in sources:
