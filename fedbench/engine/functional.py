@@ -45,8 +45,9 @@ def sgd_step(
     weight_decay: float = 0.0,
     mask: dict[str, torch.Tensor] | None = None,
 ) -> tuple[Params, Params]:
-    """One step of torch.optim.SGD (dampening 0, no Nesterov), out of place: p - lr·d with
-    d = g + wd·p, then (momentum) d = μ·buf + d.
+    """One step of torch.optim.SGD (dampening 0, no Nesterov), out of place, with its bits:
+    d = g + wd·p (one fused multiply-add), then (momentum) d = μ·buf + d, then p + (−lr)·d
+    (fused, as torch.optim's `add_(d, alpha=-lr)`).
 
     `mask[k]` (0/1, a scalar or one value per stacked client) freezes parameter k and its momentum
     for this step, as if it were not in the optimiser.
@@ -64,27 +65,26 @@ def sgd_update(
     momentum: float = 0.0,
     weight_decay: float = 0.0,
     mask: dict[str, torch.Tensor] | None = None,
-    grads_owned: bool = False,
     params_owned: bool = True,
 ) -> Params:
-    """One SGD step on the dict's leaves: in place (p -= lr·g over all leaves at once, the same
-    bits as p - lr·g), masked leaves replaced by p - lr·m·g. Returns the new momentum buffers
-    (`buf` itself without momentum). `grads_owned`: nothing else holds the
-    gradients, so lr·g may be formed in their storage. `params_owned=False` (a client's first
-    step): the leaves are someone else's (the global model's), so this step writes new ones into
-    the dict, which later steps own and update in place: no copy of the model per client."""
+    """One SGD step on the dict's leaves: in place (p += −lr·g over all leaves at once, one fused
+    pass as torch.optim's foreach SGD, with its bits), masked leaves replaced by p − lr·m·g.
+    Returns the new momentum buffers (`buf` itself without momentum). `params_owned=False` (a
+    client's first step): the leaves are someone else's (the global model's), so this step writes
+    new ones into the dict, which later steps own and update in place: no copy of the model per
+    client."""
     new_b = {}
     plain_k, plain_p, plain_g = [], [], []
     for k, p in params.items():
         g = grads[k]
         if weight_decay:
-            g = g + weight_decay * p
+            g = g.add(p, alpha=weight_decay)
         if momentum:
-            g = momentum * buf[k] + g
+            g = buf[k] * momentum + g
             new_b[k] = g
         if mask is not None and k in mask:
             m = _broadcast(mask[k], p)
-            params[k] = p - lr * m * g
+            params[k] = torch.addcmul(p, m, g, value=-lr)
             if momentum:
                 new_b[k] = m * g + (1 - m) * buf[k]
         else:
@@ -92,24 +92,13 @@ def sgd_update(
             plain_p.append(p)
             plain_g.append(g)
     if plain_p:
-        if not momentum and (grads_owned or weight_decay) and _distinct(plain_g):
-            torch._foreach_mul_(plain_g, lr)  # fresh tensors, none shared between two leaves
-        else:
-            plain_g = torch._foreach_mul(plain_g, lr)
         if params_owned:
-            torch._foreach_sub_(plain_p, plain_g)
+            torch._foreach_add_(plain_p, plain_g, alpha=-lr)
         else:
-            moved = torch._foreach_sub(plain_p, plain_g)
+            moved = torch._foreach_add(plain_p, plain_g, alpha=-lr)
             for k, new in zip(plain_k, moved, strict=True):
                 params[k] = new
     return new_b if momentum else buf
-
-
-def _distinct(tensors: list[torch.Tensor]) -> bool:
-    """No two tensors share storage (autograd may hand two leaves one gradient tensor: the two
-    biases of an LSTM cell, both operands of an addition)."""
-    seen = {t.untyped_storage().data_ptr() for t in tensors}
-    return len(seen) == len(tensors)
 
 
 def sgd_step_(

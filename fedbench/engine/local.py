@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from fedbench.algorithms.base import Algorithm, Batch, State, overrides
+from fedbench.algorithms.base import Algorithm, Batch, State
 from fedbench.engine.augment import Augment
 from fedbench.engine.functional import sgd_init, sgd_step, sgd_update
 from fedbench.tree import Apply, Params
@@ -56,7 +56,6 @@ def local_train_carry(
     # step (which writes new leaves) the client trains them in place (`sgd_update`: sgd_step's
     # numbers without its temporaries).
     in_place = not updates
-    owned = not overrides(algo, "correct_grads")  # grads straight from autograd
     if in_place:
         params = dict(params)  # the caller's dict keeps its leaves
     buf = sgd_init(params) if momentum or not in_place else {}
@@ -73,7 +72,7 @@ def local_train_carry(
         mask = algo.update_mask(params, carry, nz)
         if in_place:
             buf = sgd_update(
-                params, grads, buf, lr, momentum, weight_decay, mask, owned, params_owned=step > 0
+                params, grads, buf, lr, momentum, weight_decay, mask, params_owned=step > 0
             )
         else:
             params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay, mask)

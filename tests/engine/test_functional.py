@@ -4,20 +4,30 @@ import torch
 from fedbench.engine.functional import sgd_init, sgd_step, sgd_step_, sgd_update
 
 
-def test_sgd_step_matches_torch_optim_sgd():
+@pytest.mark.parametrize("foreach", [False, True])
+@pytest.mark.parametrize("momentum,weight_decay", [(0.0, 0.0), (0.9, 1e-2)])
+def test_sgd_step_and_update_give_torch_optim_sgds_bits(foreach, momentum, weight_decay):
+    # Leaves long enough for the vectorised kernels (and their tails) to run.
     torch.manual_seed(0)
-    p0 = {"a": torch.randn(3, 2), "b": torch.randn(2)}
+    p0 = {"a": torch.randn(257, 31), "b": torch.randn(37)}
     grads = [{k: torch.randn_like(v) for k, v in p0.items()} for _ in range(3)]
     ref = {k: torch.nn.Parameter(v.clone()) for k, v in p0.items()}
-    opt = torch.optim.SGD(ref.values(), lr=0.1, momentum=0.9, weight_decay=1e-2)
+    opt = torch.optim.SGD(
+        ref.values(), lr=0.1, momentum=momentum, weight_decay=weight_decay, foreach=foreach
+    )
     params, buf = dict(p0), sgd_init(p0)
-    for g in grads:
+    mine, mine_buf = dict(p0), sgd_init(p0)
+    for step, g in enumerate(grads):
         for k in ref:
             ref[k].grad = g[k].clone()
         opt.step()
-        params, buf = sgd_step(params, g, buf, 0.1, 0.9, 1e-2)
+        params, buf = sgd_step(params, g, buf, 0.1, momentum, weight_decay)
+        mine_buf = sgd_update(
+            mine, g, mine_buf, 0.1, momentum, weight_decay, params_owned=step > 0
+        )
     for k in ref:
-        torch.testing.assert_close(params[k], ref[k].detach(), rtol=0, atol=1e-6)
+        assert torch.equal(params[k], ref[k].detach()), k
+        assert torch.equal(mine[k], ref[k].detach()), k
 
 
 def test_in_place_sgd_on_stacked_clients_matches_sgd_step_per_client():
@@ -53,14 +63,14 @@ def test_in_place_sgd_on_stacked_clients_matches_sgd_step_per_client():
 
 
 def _reference_step(p, g, b, lr, momentum, weight_decay, m):
-    """torch.optim.SGD's step written out leaf by leaf, out of place (the masked form of
-    sgd_step's docstring): the bits every earlier sequential run was trained with."""
-    d = g + weight_decay * p if weight_decay else g
-    nb = momentum * b + d if momentum else b
+    """torch.optim.SGD's single-tensor step written out leaf by leaf, out of place (the masked
+    form of sgd_step's docstring): fused weight decay and fused update, as torch.optim computes."""
+    d = g.add(p, alpha=weight_decay) if weight_decay else g
+    nb = b * momentum + d if momentum else b
     d = nb if momentum else d
     if m is None:
-        return p - lr * d, nb
-    return p - lr * m * d, (m * nb + (1 - m) * b if momentum else b)
+        return p.add(d, alpha=-lr), nb
+    return torch.addcmul(p, m, d, value=-lr), (m * nb + (1 - m) * b if momentum else b)
 
 
 @pytest.mark.parametrize(
@@ -84,15 +94,7 @@ def test_sgd_update_and_step_match_the_written_out_step_bit_for_bit(momentum, we
             )
         stepped, buf_s = sgd_step(stepped, grads, buf_s, 0.1, momentum, weight_decay, mask)
         buf = sgd_update(
-            mine,
-            grads,
-            buf,
-            0.1,
-            momentum,
-            weight_decay,
-            mask,
-            grads_owned=True,
-            params_owned=step > 0,
+            mine, grads, buf, 0.1, momentum, weight_decay, mask, params_owned=step > 0
         )
         for k in start:
             assert torch.equal(mine[k], ref[k]), (step, k)
