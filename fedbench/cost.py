@@ -452,9 +452,9 @@ def time_cell(
     init = params_of(model)
     init_s = [0.0]
 
-    def fresh_init(client_id: int) -> dict[str, torch.Tensor]:
+    def fresh_init(*key: int) -> dict[str, torch.Tensor]:
         began = time.perf_counter()
-        out = parts.fresh_init(client_id)
+        out = parts.fresh_init(*key)
         _sync(dev)
         init_s[0] += time.perf_counter() - began
         return out

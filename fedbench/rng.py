@@ -6,7 +6,17 @@ import numpy as np
 import torch
 
 # Order is part of the format: append new names, never reorder (older runs would change).
-STREAMS = ("partition", "init", "sampling", "batches", "algorithm", "standin", "eval", "augment")
+STREAMS = (
+    "partition",
+    "init",
+    "sampling",
+    "batches",
+    "algorithm",
+    "standin",
+    "eval",
+    "augment",
+    "server",  # server-side draws of an algorithm (FedEvg's SGLD noise), keyed by round
+)
 
 
 class Streams:

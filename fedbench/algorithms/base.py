@@ -47,6 +47,12 @@ class ClientContext:
     # mean loss on the client's validation split (its training split without one): FedFomo.
     candidates: tuple[int, ...] = ()
     candidate_losses: tuple[float, ...] = ()
+    # The network the client trains (`apply(params, x)`), for hooks that run it outside a local
+    # step (FedEvg's upload of energies and input gradients at the end of the round).
+    apply: Apply | None = None
+    # A new initialisation of the network keyed by (client, round): FedEvg's clients start every
+    # round from one. None when the run has no initialiser (bare engine calls).
+    fresh: Callable[[], Params] | None = None
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,11 @@ class ServerContext:
     # (`train_all_clients`): their ids and stacked messages, for statistics over all of them.
     trained_ids: tuple[int, ...] | None = None
     trained: dict[str, Any] | None = None
+    # For a server that trains or samples (FedEvg): the network (`apply`), the run's `server`
+    # stream keyed by the round, and a new initialisation of the network keyed by the round.
+    apply: Apply | None = None
+    rng: torch.Generator | None = None
+    fresh: Callable[[], Params] | None = None
 
 
 @dataclass(frozen=True)

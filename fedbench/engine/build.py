@@ -37,8 +37,10 @@ class RunParts:
     algorithm: Algorithm
     config: TrainConfig
     objective: Objective
-    # An independent initialisation for client i, keyed by client in the same `init` stream.
-    fresh_init: Callable[[int], Params]
+    # An independent initialisation of the network keyed by integers in the same `init` stream:
+    # (client,) for a client's own model, (client, round) for one per client and round (FedEvg),
+    # (K, round) for the server's network (no client has id K).
+    fresh_init: Callable[..., Params]
 
 
 def build_run(
@@ -68,8 +70,8 @@ def build_run(
             **spec["model"]["params"],
         ).to(device)
 
-    def fresh_init(client_id: int) -> Params:
-        return params_of(model_with(init_rng.torch_seed("init", 1, client_id)))
+    def fresh_init(*key: int) -> Params:
+        return params_of(model_with(init_rng.torch_seed("init", 1, *key)))
 
     model = model_with(init_rng.torch_seed("init"))
     return RunParts(model, algo, cfg, objective, fresh_init)

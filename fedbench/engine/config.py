@@ -7,10 +7,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from fedbench.engine.augment import Augment
+from fedbench.engine.functional import Adam
 from fedbench.engine.precision import PRECISIONS
 from fedbench.metrics.objectives import OBJECTIVES
 
 EXECUTORS = ("auto", "sequential", "vectorised")
+OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -28,8 +30,13 @@ class TrainConfig:
     # default, a step decay every s rounds with lr_decay_every = s (AAggFF's phi and s)
     lr_decay: float = 1.0
     lr_decay_every: int = 1
+    # The clients' local optimiser, with torch.optim's arithmetic: sgd (momentum, weight_decay) or
+    # adam (betas, eps, weight_decay as L2 on the gradient; FedEvg's release trains with Adam).
+    optimizer: str = "sgd"
     momentum: float = 0.0
     weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
     eval_every: int = 1
     eval_batch_size: int = 1024
     # ECE/MCE over consecutive test batches of this size, averaged per client (SuPerFed code's
@@ -102,6 +109,20 @@ class TrainConfig:
             bad("momentum", "must be in [0, 1)")
         if self.weight_decay < 0:
             bad("weight_decay", "must be >= 0")
+        if self.optimizer not in OPTIMIZERS:
+            bad("optimizer", f"must be one of {OPTIMIZERS}")
+        if self.optimizer == "adam" and self.momentum:
+            bad("momentum", "is SGD's; with optimizer adam set betas instead (or momentum: 0)")
+        betas = self.betas
+        if not (
+            isinstance(betas, (list, tuple))
+            and len(betas) == 2
+            and all(isinstance(b, (int, float)) and 0 <= b < 1 for b in betas)
+        ):
+            bad("betas", "must be two numbers in [0, 1), e.g. [0.9, 0.999]")
+        object.__setattr__(self, "betas", tuple(float(b) for b in betas))
+        if not self.eps > 0:
+            bad("eps", "must be > 0")
         if self.ece_batch is not None and (
             not isinstance(self.ece_batch, int) or self.ece_batch < 1
         ):
@@ -121,6 +142,12 @@ class TrainConfig:
         for key in ("precision", "eval_precision"):
             if getattr(self, key) not in PRECISIONS:
                 bad(key, f"must be one of {PRECISIONS}")
+
+    def adam(self) -> Adam | None:
+        """The local Adam of `optimizer: adam`; None under SGD."""
+        if self.optimizer != "adam":
+            return None
+        return Adam(betas=self.betas, eps=self.eps, weight_decay=self.weight_decay)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> TrainConfig:

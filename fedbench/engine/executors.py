@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,8 @@ class RoundJob:
     client_states: dict[int, State]
     client_ids: list[int]
     pre_losses: dict[int, float]
+    # fresh_init(*key): a new initialisation of the network (run_rounds' `fresh_init`), if any.
+    fresh_init: Callable[..., Params] | None = None
 
 
 @dataclass
@@ -96,6 +100,8 @@ def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
         pre_loss=job.pre_losses.get(cid),
         candidates=keys,
         candidate_losses=losses,
+        apply=job.apply,
+        fresh=None if job.fresh_init is None else partial(job.fresh_init, cid, job.round),
     )
 
 
@@ -185,6 +191,7 @@ class SequentialExecutor:
                 noise,
                 None if draws is None else (cfg.augment, draws),
                 fed.weight,
+                adam=cfg.adam(),
             )
             message, states[cid] = job.algo.client_end(job.global_params, params, carry, state, ctx)
             if ctx.pre_loss is not None:

@@ -5,6 +5,9 @@ Parameter-tree types and maths live in `fedbench.tree`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 from torch import nn
 from torch.func import functional_call
@@ -138,3 +141,77 @@ def _broadcast(m: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """Give a per-client factor trailing singleton axes so it broadcasts over `like`."""
     m = torch.as_tensor(m, dtype=like.dtype, device=like.device)
     return m.reshape(m.shape + (1,) * (like.dim() - m.dim()))
+
+
+@dataclass(frozen=True)
+class Adam:
+    """The local optimiser `training.optimizer: adam`: torch.optim.Adam (L2 weight decay added to
+    the gradient, not decoupled; no AMSGrad), a fresh state per client per round as with SGD.
+
+    `adam_update` (one client, the sequential executor) gives torch.optim.Adam's bits;
+    `adam_step_` runs the same operations on stacked clients in lockstep. Every active client of a
+    lockstep step has taken the same number of steps (a client's batches are a prefix of the
+    longest plan), so the bias corrections are Python floats as in torch's single-tensor path.
+    """
+
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+
+
+def adam_init(params: Params) -> dict[str, Any]:
+    """Adam's state for `params`: both moments at zero, no step taken."""
+    return {"m": tree_zeros_like(params), "v": tree_zeros_like(params), "step": 0}
+
+
+def _adam_moments(p, g, m, v, opt: Adam, step: int) -> tuple[torch.Tensor, float]:
+    """Update the moments of one leaf in place; return Adam's denominator and the first moment's
+    bias correction."""
+    beta1, beta2 = opt.betas
+    if opt.weight_decay:
+        g = g.add(p, alpha=opt.weight_decay)
+    m.lerp_(g, 1 - beta1)
+    v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    bias1 = 1 - beta1 ** float(step)
+    bias2_sqrt = (1 - beta2 ** float(step)) ** 0.5
+    return (v.sqrt() / bias2_sqrt).add_(opt.eps), bias1
+
+
+def adam_update(
+    params: Params, grads: Params, state: dict[str, Any], lr: float, opt: Adam, params_owned: bool
+) -> dict[str, Any]:
+    """One Adam step of one client with torch.optim.Adam's arithmetic; in place on the leaves
+    unless `params_owned` is False (the first step writes new leaves, as `sgd_update`)."""
+    step = state["step"] + 1
+    for k, p in params.items():
+        denom, bias1 = _adam_moments(p, grads[k], state["m"][k], state["v"][k], opt, step)
+        if params_owned:
+            p.addcdiv_(state["m"][k], denom, value=-(lr / bias1))
+        else:
+            params[k] = torch.addcdiv(p, state["m"][k], denom, value=-(lr / bias1))
+    return {**state, "step": step}
+
+
+def adam_step_(
+    params: Params,
+    grads: Params,
+    state: dict[str, Any],
+    lr: float,
+    opt: Adam,
+    step: int,
+    scale: dict[str, torch.Tensor] | None = None,
+) -> None:
+    """`adam_update` in place on stacked leaves (leading client axis) at lockstep step `step`
+    (1-based); `scale[k]` (0/1 per client) keeps clients without a batch exactly where they were,
+    moments included."""
+    for k, p in params.items():
+        s = None if scale is None else scale.get(k)
+        m, v = state["m"][k], state["v"][k]
+        if s is not None:
+            old = (p.clone(), m.clone(), v.clone())
+        denom, bias1 = _adam_moments(p, grads[k], m, v, opt, step)
+        p.addcdiv_(m, denom, value=-(lr / bias1))
+        if s is not None:
+            keep = _broadcast(s, p) == 0
+            for new, before in zip((p, m, v), old, strict=True):
+                new.copy_(torch.where(keep, before, new))

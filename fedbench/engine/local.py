@@ -10,7 +10,7 @@ from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, Batch, State
 from fedbench.engine.augment import Augment
-from fedbench.engine.functional import sgd_init, sgd_step, sgd_update
+from fedbench.engine.functional import Adam, adam_init, adam_update, sgd_init, sgd_step, sgd_update
 from fedbench.tree import Apply, Params
 
 
@@ -35,6 +35,7 @@ def local_train_carry(
     noise: torch.Tensor | None = None,
     augment: tuple[Augment, dict[str, torch.Tensor]] | None = None,
     weight: torch.Tensor | None = None,
+    adam: Adam | None = None,
 ) -> tuple[Params, State, torch.Tensor]:
     """Run the local steps; return the trained parameters, the final carry (the one
     `client_end` receives: client_begin's, with each step's updates when `algo.carry_updates`)
@@ -42,6 +43,7 @@ def local_train_carry(
 
     `augment` = (transform, draws [steps, B]): each batch is transformed with its step's draws.
     `weight`: per-row loss weights of the pool (Federation.weight), None = unweighted.
+    `adam`: train with Adam (torch.optim.Adam's bits) instead of SGD (`momentum` must be 0).
     """
     updates = algo.carry_updates
 
@@ -58,10 +60,11 @@ def local_train_carry(
     in_place = not updates
     if in_place:
         params = dict(params)  # the caller's dict keeps its leaves
-    buf = sgd_init(params) if momentum or not in_place else {}
+    buf = sgd_init(params) if adam is None and (momentum or not in_place) else {}
+    opt_state = None if adam is None else adam_init(params)
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
-        nz = None if noise is None else noise[step]
+        nz = step_of(noise, step)
         xb = x[idx]
         if augment is not None:
             aug, draws = augment
@@ -70,7 +73,16 @@ def local_train_carry(
         grads, (loss, new) = step_grad(params, carry, xb, y[idx], wb, nz)
         grads = algo.correct_grads(grads, params, carry)
         mask = algo.update_mask(params, carry, nz)
-        if in_place:
+        if adam is not None:
+            if mask is not None:
+                raise ValueError(
+                    f"{algo.name} freezes parameters with update masks, which "
+                    "training.optimizer: adam does not support; use optimizer: sgd"
+                )
+            if not in_place:
+                params = dict(params)
+            opt_state = adam_update(params, grads, opt_state, lr, adam, in_place and step > 0)
+        elif in_place:
             buf = sgd_update(
                 params, grads, buf, lr, momentum, weight_decay, mask, params_owned=step > 0
             )
@@ -85,6 +97,16 @@ def local_train_carry(
                 )
             carry = {**carry, **new}
     return params, carry, loss_sum / max(len(batches), 1)
+
+
+def step_of(noise: Any, step: int) -> Any:
+    """Step `step` of an algorithm's draws: a tensor's row, a dict's rows (`step_noise` may
+    return named draws of different shapes), a schedule's float; None for none."""
+    if noise is None:
+        return None
+    if isinstance(noise, dict):
+        return {k: v[step] for k, v in noise.items()}
+    return noise[step]
 
 
 def _graph(apply: Apply) -> bool:

@@ -6,6 +6,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -233,7 +234,7 @@ def run_rounds(
     init_params: Params,
     on_record: Callable[[dict[str, Any]], None] | None = None,
     executor: str | None = None,
-    fresh_init: Callable[[int], Params] | None = None,
+    fresh_init: Callable[..., Params] | None = None,
     *,
     resume: RunState | None = None,
     after_round: Callable[[RunState, float], None] | None = None,
@@ -242,8 +243,10 @@ def run_rounds(
 
     `executor` overrides cfg.executor; `auto` means vectorised here (run.py resolves `auto`
     against the model before calling, falling back to sequential where vmap is not exact).
-    `fresh_init(client_id)` gives a new model initialisation for that client (algorithms with
-    independently initialised local models need it). `resume` (a checkpoint's state) continues
+    `fresh_init(*key)` gives a new model initialisation keyed by integers: (client,) for a
+    client's own model (algorithms with independently initialised local models), (client, round)
+    for a client's fresh model of a round (ClientContext.fresh), (K, round) for the server's
+    (ServerContext.fresh). `resume` (a checkpoint's state) continues
     after its round instead of initialising; `after_round(state, train_loss)` is called at the end
     of every round that did not diverge (progress, checkpoints).
     """
@@ -317,10 +320,20 @@ def run_rounds(
                     client_states=state.client_states,
                     client_ids=train_ids,
                     pre_losses=_pre_losses(algo, apply, fed, cfg, state.global_params, train_ids),
+                    fresh_init=fresh_init,
                 )
             )
         state.client_states.update(out.client_states)
-        _aggregate(algo, state, out, train_ids, sampled, lr, K)
+        server = ServerContext(
+            round=t,
+            num_clients=K,
+            client_ids=tuple(sampled),
+            lr=lr,
+            apply=train_apply,
+            rng=streams.torch_generator("server", t, device=device),
+            fresh=None if fresh_init is None else partial(fresh_init, K, t),
+        )
+        _aggregate(algo, state, out, train_ids, sampled, server)
         train_loss = float(out.train_losses.mean())
         reason = _divergence(train_loss, state.global_params)
         if reason is not None:
@@ -371,19 +384,15 @@ def _aggregate(
     out: RoundOutput,
     train_ids: list[int],
     sampled: list[int],
-    lr: float,
-    num_clients: int,
+    ctx: ServerContext,
 ) -> None:
     """The server step over the sampled clients' messages (all trained clients' ride along when
     every client trains); updates the state's global parameters and server state."""
-    messages, trained = out.messages, {}
+    messages = out.messages
     if algo.train_all_clients:
         rows = torch.tensor([train_ids.index(i) for i in sampled])
         messages = _select_rows(messages, rows)
-        trained = {"trained_ids": tuple(train_ids), "trained": out.messages}
-    ctx = ServerContext(
-        round=state.round, num_clients=num_clients, client_ids=tuple(sampled), lr=lr, **trained
-    )
+        ctx = dataclasses.replace(ctx, trained_ids=tuple(train_ids), trained=out.messages)
     state.global_params, state.server_state = algo.aggregate(
         state.global_params, messages, state.server_state, ctx
     )

@@ -42,7 +42,8 @@ from fedbench.engine.executors import (
     host_plan,
     stack_messages,
 )
-from fedbench.engine.functional import sgd_step_
+from fedbench.engine.functional import adam_init, adam_step_, sgd_step_
+from fedbench.engine.local import step_of
 from fedbench.engine.precision import compute_dtype
 from fedbench.metrics.objectives import CROSS_ENTROPY, objective_of
 from fedbench.tree import Params
@@ -629,10 +630,11 @@ class VectorisedExecutor:
     def _train_kernel(self, job, chain, params, carry, carry_dims, noise, plan) -> torch.Tensor:
         algo, cfg, fed = job.algo, job.cfg, job.fed
         correct, masks = overrides(algo, "correct_grads"), overrides(algo, "update_mask")
-        fused = not (correct or masks or cfg.momentum or cfg.weight_decay)
+        adam = cfg.adam()
+        fused = not (correct or masks or cfg.momentum or cfg.weight_decay or adam)
         vcorrect = vmap(algo.correct_grads, in_dims=(0, 0, carry_dims)) if correct else None
         vmask = _vmapped_mask(algo, carry_dims, noise) if masks else None
-        buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
+        buf = _optimiser_state(cfg, params)
         xs, ys = _gather(job, plan)
         dtype = compute_dtype(cfg.precision)
         loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
@@ -646,10 +648,9 @@ class VectorisedExecutor:
             if vcorrect is not None:
                 grads = vcorrect(grads, params, carry)
             scale = _step_scale(plan.active[s], params, fed.x.device)
-            if vmask is not None:
-                upd = vmask(params, carry, None if noise is None else noise[s])
-                scale = _combine(scale, upd, params)
-            sgd_step_(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, scale)
+            upd = None if vmask is None else vmask(params, carry, step_of(noise, s))
+            scale = _combine(scale, upd, params)
+            _optimiser_step(algo, cfg, params, grads, buf, job.lr, s, scale, bool(upd))
         return loss_sum
 
     def _train_vmap(self, job, params, carry, carry_dims, noise, plan):
@@ -676,17 +677,17 @@ class VectorisedExecutor:
 
         vstep = vmapped(carry_dims)
         carry, carry_dims, final = dict(carry), dict(carry_dims), {}
-        buf = {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
+        buf = _optimiser_state(cfg, params)
         xs, ys = _gather(job, plan)
         ws = None if fed.weight is None else fed.weight[plan.rows]
         loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
         for s in range(plan.rows.shape[0]):
             mask = None if plan.mask is None else plan.mask[s]
-            nz = None if noise is None else noise[s]
+            nz = step_of(noise, s)
             wb = None if ws is None else ws[s]
             grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
             scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
-            sgd_step_(params, grads, buf, job.lr, cfg.momentum, cfg.weight_decay, scale)
+            _optimiser_step(algo, cfg, params, grads, buf, job.lr, s, scale, bool(upd))
             keep = torch.as_tensor(plan.active[s], device=value.device)
             loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
             if new:
@@ -702,6 +703,27 @@ class VectorisedExecutor:
                 if moved:
                     vstep = vmapped(carry_dims)
         return loss_sum, final
+
+
+def _optimiser_state(cfg, params: Params) -> dict[str, Any]:
+    """The chunk's local optimiser state (stacked): Adam's moments, SGD's momentum buffers."""
+    if cfg.optimizer == "adam":
+        return adam_init(params)
+    return {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
+
+
+def _optimiser_step(algo, cfg, params, grads, state, lr: float, s: int, scale, masked: bool):
+    """Lockstep step `s` (0-based) of the local optimiser on the chunk's stacked leaves."""
+    adam = cfg.adam()
+    if adam is None:
+        sgd_step_(params, grads, state, lr, cfg.momentum, cfg.weight_decay, scale)
+        return
+    if masked:
+        raise ValueError(
+            f"{algo.name} freezes parameters with update masks, which "
+            "training.optimizer: adam does not support; use optimizer: sgd"
+        )
+    adam_step_(params, grads, state, lr, adam, s + 1, scale)
 
 
 def _dims_of(tree: Any) -> Any:
@@ -753,9 +775,10 @@ def _vmapped_mask(algo: Algorithm, carry_dims: Any, noise: torch.Tensor | None):
     return vmap(mask_fn, in_dims=(0, carry_dims, _noise_dim(noise)))
 
 
-def _noise_dim(noise: torch.Tensor | list | None) -> int | None:
-    """vmap in_dim of the step noise: 0 for per-client draws, None for none or a schedule."""
-    return 0 if isinstance(noise, torch.Tensor) else None
+def _noise_dim(noise: torch.Tensor | dict | list | None) -> int | None:
+    """vmap in_dim of the step noise: 0 for per-client draws (a tensor or named tensors), None
+    for none or a schedule."""
+    return 0 if isinstance(noise, (torch.Tensor, dict)) else None
 
 
 def _step_scale(active: np.ndarray, params: Params, device) -> dict[str, torch.Tensor] | None:
@@ -785,7 +808,7 @@ def _combine(scale, upd: dict[str, torch.Tensor] | None, params: Params):
 
 def _stack_noise(
     noises: list, n_steps: int, device: torch.device, schedule: bool = False
-) -> torch.Tensor | list[float] | None:
+) -> torch.Tensor | dict[str, torch.Tensor] | list[float] | None:
     """Per-client step noise as [steps, clients, ...] (clients with fewer steps padded by 0);
     a schedule (`Algorithm.noise_is_schedule`) as one Python float a step, the longest client's
     marks (a client's steps are a prefix of them; its missing steps are inactive anyway)."""
@@ -794,5 +817,7 @@ def _stack_noise(
     if schedule:
         longest = max(noises, key=len)
         return longest.tolist() + [0.0] * (n_steps - len(longest))
+    if isinstance(noises[0], dict):
+        return {k: _stack_noise([n[k] for n in noises], n_steps, device) for k in noises[0]}
     padded = [torch.cat([n, n.new_zeros((n_steps - len(n), *n.shape[1:]))]) for n in noises]
     return torch.stack(padded).to(device).transpose(0, 1)

@@ -22,9 +22,7 @@ def test_sgd_step_and_update_give_torch_optim_sgds_bits(foreach, momentum, weigh
             ref[k].grad = g[k].clone()
         opt.step()
         params, buf = sgd_step(params, g, buf, 0.1, momentum, weight_decay)
-        mine_buf = sgd_update(
-            mine, g, mine_buf, 0.1, momentum, weight_decay, params_owned=step > 0
-        )
+        mine_buf = sgd_update(mine, g, mine_buf, 0.1, momentum, weight_decay, params_owned=step > 0)
     for k in ref:
         assert torch.equal(params[k], ref[k].detach()), k
         assert torch.equal(mine[k], ref[k].detach()), k
@@ -93,9 +91,7 @@ def test_sgd_update_and_step_match_the_written_out_step_bit_for_bit(momentum, we
                 ref[k], grads[k], buf_ref[k], 0.1, momentum, weight_decay, mask.get(k)
             )
         stepped, buf_s = sgd_step(stepped, grads, buf_s, 0.1, momentum, weight_decay, mask)
-        buf = sgd_update(
-            mine, grads, buf, 0.1, momentum, weight_decay, mask, params_owned=step > 0
-        )
+        buf = sgd_update(mine, grads, buf, 0.1, momentum, weight_decay, mask, params_owned=step > 0)
         for k in start:
             assert torch.equal(mine[k], ref[k]), (step, k)
             assert torch.equal(stepped[k], ref[k]), (step, k)
