@@ -49,6 +49,8 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "pfedhn": "fedbench.algorithms.pfedhn:PFedHN",
         "fedfomo": "fedbench.algorithms.fedfomo:FedFomo",
         "fedpac": "fedbench.algorithms.fedpac:FedPAC",
+        # FedEvg chapter (thesis ch. IV): synthetic data refined on the server.
+        "fedevg": "fedbench.algorithms.fedevg:FedEvg",
     }
 )
 

@@ -53,6 +53,8 @@ class ClientContext:
     # A new initialisation of the network keyed by (client, round): FedEvg's clients start every
     # round from one. None when the run has no initialiser (bare engine calls).
     fresh: Callable[[], Params] | None = None
+    input_shape: tuple[int, ...] = ()  # one sample's shape (() = not given)
+    num_classes: int = 0  # L (0 = not given)
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,18 @@ class ServerContext:
     apply: Apply | None = None
     rng: torch.Generator | None = None
     fresh: Callable[[], Params] | None = None
+    rounds: int = 0  # T, the run's total rounds (0 = not given)
+
+
+@dataclass(frozen=True)
+class ServerSetup:
+    """What the server knows before round 1, for state that depends on the data's shape
+    (FedEvg's synthetic images): the input shape of one sample, the number of classes, and the
+    run's `server` stream keyed by round 0."""
+
+    input_shape: tuple[int, ...]
+    num_classes: int
+    rng: torch.Generator
 
 
 @dataclass(frozen=True)
@@ -144,8 +158,9 @@ class Algorithm:
         """Local epochs per round given the configured E (Ditto, FedRep add their own τ)."""
         return epochs
 
-    def init_server_state(self, global_params: Params) -> State:
-        """Server state kept across rounds (control variates, mixing weights, synthetic data)."""
+    def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
+        """Server state kept across rounds (control variates, mixing weights, synthetic data);
+        `setup` (None in bare engine calls) gives the data's shape and a seeded generator."""
         return {}
 
     def init_client_state(
@@ -186,6 +201,16 @@ class Algorithm:
         """Random draws for all ctx.num_steps local steps, made before the loop (leading axis =
         step), e.g. SuPerFed's per-batch λ."""
         return None
+
+    def before_step(
+        self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
+    ) -> State:
+        """Carry entries a step computes before its loss and does not differentiate through
+        (FedEvg's SGLD samples, which need input gradients of the current network): they
+        replace those entries of `carry` for this step's `local_loss` (every key must be in
+        client_begin's carry). Runs outside the parameter-gradient transform in both executors.
+        FedAvg: nothing (the engine skips the hook unless it is overridden)."""
+        return {}
 
     def local_loss(
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: torch.Tensor | None

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import torch
 
-from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
+from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, ServerSetup, State
 from fedbench.tree import Params, weighted_mean
 
 OWN = -1  # candidate key of the client's own previous model
@@ -68,7 +68,7 @@ class FedFomo(Algorithm):
             if not ok:
                 raise ValueError(f"fedfomo: bad {key} = {getattr(self, key)!r}")
 
-    def init_server_state(self, global_params: Params) -> State:
+    def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
         return {"models": {}}
 
     def init_client_state(self, client_id: int, global_params: Params, fresh) -> State:

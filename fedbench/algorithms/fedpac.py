@@ -17,6 +17,7 @@ from fedbench.algorithms.base import (
     Batch,
     ClientContext,
     ServerContext,
+    ServerSetup,
     State,
     masked_mean,
 )
@@ -187,7 +188,7 @@ class FedPAC(Algorithm):
     def local_epochs(self, epochs: int) -> int:
         return self.head_epochs + epochs
 
-    def init_server_state(self, global_params: Params) -> State:
+    def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
         w = global_params[classifier_keys(global_params)[0]]
         return {"centroids": torch.zeros_like(w), "has": w.new_zeros(w.shape[0])}
 

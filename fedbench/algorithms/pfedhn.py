@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import torch
 
-from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
+from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, ServerSetup, State
 from fedbench.tree import Apply, Params, tree_sub
 
 HN = "hn."
@@ -118,7 +118,7 @@ class PFedHN(Algorithm):
     def init_client_state(self, client_id: int, global_params: Params, fresh) -> State:
         return {"id": client_id}
 
-    def init_server_state(self, global_params: Params) -> State:
+    def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
         return {"momentum": {k: torch.zeros_like(v) for k, v in global_params.items()}}
 
     def client_begin(self, global_params, server_state, client_state, ctx: ClientContext):

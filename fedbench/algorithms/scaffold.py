@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
+from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, ServerSetup, State
 from fedbench.tree import Params, tree_sub, tree_zeros_like, weighted_mean
 
 VARIANTS = ("standard", "superfed_code")
@@ -29,7 +29,7 @@ class Scaffold(Algorithm):
         if self.server_lr <= 0:
             raise ValueError(f"scaffold: server_lr must be > 0, got {self.server_lr}")
 
-    def init_server_state(self, global_params: Params) -> State:
+    def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
         return {"c": tree_zeros_like(global_params)}
 
     def init_client_state(self, client_id: int, global_params: Params, fresh) -> State:

@@ -102,6 +102,8 @@ def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
         candidate_losses=losses,
         apply=job.apply,
         fresh=None if job.fresh_init is None else partial(job.fresh_init, cid, job.round),
+        input_shape=tuple(job.fed.x.shape[1:]),
+        num_classes=job.fed.num_classes,
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_map
 
-from fedbench.algorithms.base import Algorithm, Batch, State
+from fedbench.algorithms.base import Algorithm, Batch, State, overrides
 from fedbench.engine.augment import Augment
 from fedbench.engine.functional import Adam, adam_init, adam_update, sgd_init, sgd_step, sgd_update
 from fedbench.tree import Apply, Params
@@ -52,6 +52,7 @@ def local_train_carry(
         return out if updates else (out, {})
 
     step_grad = _grad_and_value(loss_fn, _graph(apply))
+    prepare = overrides(algo, "before_step")
     if noise is not None and algo.noise_is_schedule:
         noise = noise.tolist()  # one Python float a step: local_loss may branch on it
     # Without carry updates nothing a step returns can alias the parameters, so after its first
@@ -70,6 +71,10 @@ def local_train_carry(
             aug, draws = augment
             xb = aug.apply(xb, {k: v[step, : len(idx)] for k, v in draws.items()})
         wb = None if weight is None else weight[idx]
+        if prepare:
+            carry = _merged(
+                algo, carry, algo.before_step(apply, params, Batch(xb, y[idx], None, wb), carry, nz)
+            )
         grads, (loss, new) = step_grad(params, carry, xb, y[idx], wb, nz)
         grads = algo.correct_grads(grads, params, carry)
         mask = algo.update_mask(params, carry, nz)
@@ -90,13 +95,18 @@ def local_train_carry(
             params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay, mask)
         loss_sum = loss_sum + loss.detach()
         if new:
-            if not new.keys() <= carry.keys():
-                raise KeyError(
-                    f"{algo.name}: updates of {sorted(new.keys() - carry.keys())}, "
-                    "not in client_begin's carry"
-                )
-            carry = {**carry, **new}
+            carry = _merged(algo, carry, new)
     return params, carry, loss_sum / max(len(batches), 1)
+
+
+def _merged(algo: Algorithm, carry: State, new: State) -> State:
+    """`carry` with a step's entries replaced; a key client_begin did not give is an error."""
+    if not new.keys() <= carry.keys():
+        raise KeyError(
+            f"{algo.name}: updates of {sorted(new.keys() - carry.keys())}, "
+            "not in client_begin's carry"
+        )
+    return {**carry, **new}
 
 
 def step_of(noise: Any, step: int) -> Any:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from fedbench.algorithms.base import Algorithm, Batch, ServerContext
+from fedbench.algorithms.base import Algorithm, Batch, ServerContext, ServerSetup
 from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
@@ -288,7 +288,14 @@ def run_rounds(
     else:
         state = RunState(
             global_params=dict(init_params),
-            server_state=algo.init_server_state(init_params),
+            server_state=algo.init_server_state(
+                init_params,
+                ServerSetup(
+                    tuple(fed.x.shape[1:]),
+                    fed.num_classes,
+                    streams.torch_generator("server", 0, device=device),
+                ),
+            ),
             client_states={
                 i: algo.init_client_state(i, init_params, fresh_for(i)) for i in range(K)
             },
@@ -332,6 +339,7 @@ def run_rounds(
             apply=train_apply,
             rng=streams.torch_generator("server", t, device=device),
             fresh=None if fresh_init is None else partial(fresh_init, K, t),
+            rounds=cfg.rounds,
         )
         _aggregate(algo, state, out, train_ids, sampled, server)
         train_loss = float(out.train_losses.mean())

@@ -676,6 +676,11 @@ class VectorisedExecutor:
             return vmap(step, in_dims=(0, 0, 0, mask_dim, w_dim, dims, noise_dim))
 
         vstep = vmapped(carry_dims)
+        prepare = overrides(algo, "before_step")
+
+        def before(p: Params, xb, yb, mb, wb, cr, nz):
+            return algo.before_step(job.apply, p, Batch(xb, yb, mb, wb), cr, nz)
+
         carry, carry_dims, final = dict(carry), dict(carry_dims), {}
         buf = _optimiser_state(cfg, params)
         xs, ys = _gather(job, plan)
@@ -685,24 +690,42 @@ class VectorisedExecutor:
             mask = None if plan.mask is None else plan.mask[s]
             nz = step_of(noise, s)
             wb = None if ws is None else ws[s]
+            if prepare:
+                dims = (0, 0, 0, mask_dim, w_dim, carry_dims, noise_dim)
+                made = vmap(before, in_dims=dims)(params, xs[s], ys[s], mask, wb, carry, nz)
+                if not made.keys() <= carry.keys():
+                    raise KeyError(
+                        f"{algo.name}: before_step's {sorted(made)}, not all in the carry"
+                    )
+                vstep = self._absorb(made, carry, carry_dims, final, plan.active[s], vstep, vmapped)
             grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
             scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
             _optimiser_step(algo, cfg, params, grads, buf, job.lr, s, scale, bool(upd))
             keep = torch.as_tensor(plan.active[s], device=value.device)
             loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
             if new:
-                moved = False
-                for k, v in new.items():
+                for k in new:
                     if k not in carry:
                         raise KeyError(f"{algo.name}: update of {k!r}, not in client_begin's carry")
-                    every = bool(plan.active[s].all())
-                    carry[k] = v if every else _keep_inactive(v, carry[k], carry_dims[k], keep)
-                    final[k] = carry[k]
-                    moved = moved or _dims_of(v) != carry_dims[k]
-                    carry_dims[k] = _dims_of(v)
-                if moved:
-                    vstep = vmapped(carry_dims)
+                vstep = self._absorb(new, carry, carry_dims, final, plan.active[s], vstep, vmapped)
         return loss_sum, final
+
+    @staticmethod
+    def _absorb(new, carry, carry_dims, final, active, vstep, vmapped):
+        """Write a step's carry entries (stacked) into `carry` for the clients with a batch
+        (the others keep theirs) and into `final`; re-vmap the step when an entry's layout
+        changed. Returns the step function to use next."""
+        every = bool(active.all())
+        keep = torch.as_tensor(active)
+        moved = False
+        for k, v in new.items():
+            carry[k] = (
+                v if every else _keep_inactive(v, carry[k], carry_dims[k], keep.to(_device_of(v)))
+            )
+            final[k] = carry[k]
+            moved = moved or _dims_of(v) != carry_dims[k]
+            carry_dims[k] = _dims_of(v)
+        return vmapped(carry_dims) if moved else vstep
 
 
 def _optimiser_state(cfg, params: Params) -> dict[str, Any]:
@@ -724,6 +747,13 @@ def _optimiser_step(algo, cfg, params, grads, state, lr: float, s: int, scale, m
             "training.optimizer: adam does not support; use optimizer: sgd"
         )
     adam_step_(params, grads, state, lr, adam, s + 1, scale)
+
+
+def _device_of(tree: Any) -> torch.device:
+    """The device of a carry entry (a tensor or a dict of them)."""
+    while isinstance(tree, dict):
+        tree = next(iter(tree.values()))
+    return tree.device
 
 
 def _dims_of(tree: Any) -> Any:

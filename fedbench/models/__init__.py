@@ -37,6 +37,10 @@ MODELS: Mapping[str, type[nn.Module]] = LazyRegistry(
         "efficientnet_isic": "fedbench.models.aaggff:EfficientNetISIC",
         "distilbert": "fedbench.models.aaggff:DistilBertClassifier",
         "mobilevit": "fedbench.models.aaggff:MobileViT",
+        # FedEvg (fedevg.md §2, §4): the ResNet-10 classifier/EBM, FedCGAN's and FedCVAE's models
+        "fedevg_resnet10": "fedbench.models.fedevg:FedEvgResNet10",
+        "fedevg_acgan": "fedbench.models.fedevg:FedEvgACGAN",
+        "fedevg_cvae": "fedbench.models.fedevg:FedEvgCVAE",
     }
 )
 
@@ -60,6 +64,12 @@ PLAIN_BACKWARD = frozenset(
         "pfedbred_cnn",
     }
 )
+
+
+# Generative models: forward is not "images -> (B, num_classes) logits" for every input size
+# (the AC-GAN takes 32 or 64 px only; the CVAE's forward needs labels and returns
+# (reconstruction, mu, std)); their algorithms call the parts (`body`, `head`) themselves.
+GENERATIVE = frozenset({"fedevg_acgan", "fedevg_cvae"})
 
 
 def build_model(
@@ -93,4 +103,4 @@ def build_model(
     return model
 
 
-__all__ = ["MODELS", "PLAIN_BACKWARD", "build_model", "mixing_groups"]
+__all__ = ["GENERATIVE", "MODELS", "PLAIN_BACKWARD", "build_model", "mixing_groups"]

@@ -167,6 +167,8 @@ def test_registry_kinds():
         "dirichlet",
         "dirichlet_capped",
         "dirichlet_equal",
+        "fedevg_code",
+        "fedevg_dirichlet",
         "iid",
         "label_powerlaw",
         "natural",

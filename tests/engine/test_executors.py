@@ -31,6 +31,9 @@ PARAMS = {
     # amplifies float32 rounding past 1e-5 at lr 0.1 with momentum; σ ≈ 0.7 exercises the same
     # code well-conditioned.
     "pfedbayes": {"rho_init": 0.0},
+    # FedEvg's server step at β = 10 turns a rounding difference that flips one logit's sign
+    # into a jump across [0, 1] (tests/algorithms/test_fedevg.py); a small β compares the rules.
+    "fedevg": {"beta_start": 0.05, "beta_end": 0.05, "spc": 2, "synthetic_batch": 4},
 }
 # Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {
@@ -42,8 +45,8 @@ CFG_FOR = {
 def _fresh(p0):
     """Per-client initialisations that differ from the global one and from each other."""
 
-    def fresh(client_id):
-        g = torch.Generator().manual_seed(100 + client_id)
+    def fresh(client_id, round_=0):  # keyed (client,) or (client, round), as run_rounds keys it
+        g = torch.Generator().manual_seed(100 + client_id + 1000 * round_)
         return {k: 0.3 * torch.randn(v.shape, generator=g) for k, v in p0.items()}
 
     return fresh
