@@ -21,7 +21,7 @@ from typing import Any
 import yaml
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
-from fedbench.data.partition import check_partition_spec
+from fedbench.data.partition import PARTITIONERS, check_partition_spec
 from fedbench.data.transform import check_transform
 from fedbench.engine.config import TrainConfig
 from fedbench.models import MODELS
@@ -65,15 +65,7 @@ CAP_KEYS = (
     "seeds",
     "sweep_points",
 )
-PARTITION_KINDS = (
-    "iid",
-    "shards",
-    "dirichlet",
-    "dirichlet_capped",
-    "dirichlet_equal",
-    "natural",
-    "label_powerlaw",
-)
+PARTITION_KINDS = tuple(PARTITIONERS)
 
 
 class ConfigError(ValueError):

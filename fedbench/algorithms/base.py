@@ -260,6 +260,11 @@ class Algorithm:
         mean_delta = weighted_mean(messages["delta"], messages["weight"])
         return {k: global_params[k] + mean_delta[k] for k in global_params}, server_state
 
+    def artifacts(self, server_state: State) -> dict[str, torch.Tensor]:
+        """Tensors of the final server state a run keeps beside its model (artifacts.pt: FedEvg's
+        synthetic images and labels, for image grids and FID); none by default."""
+        return {}
+
     def server_metrics(self, server_state: State) -> dict[str, float]:
         """Scalars from the server state that each evaluation record keeps under "server"
         (AAggFF's cumulative global objective for Figure 3.1); none by default."""

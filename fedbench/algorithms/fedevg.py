@@ -224,6 +224,10 @@ class FedEvg(Algorithm):
                     opt.step()
         return {k: v.detach() for k, v in leaves.items()}
 
+    def artifacts(self, server_state: State) -> dict[str, torch.Tensor]:
+        """The final synthetic set (class-sorted images in [0, 1], labels)."""
+        return {"synthetic_x": server_state["x"], "synthetic_y": server_state["y"]}
+
     def server_metrics(self, server_state: State) -> dict[str, float]:
         return {k: float(server_state[k]) for k in self.server_scalars}
 

@@ -30,6 +30,9 @@ SOURCES: Mapping[str, Source] = LazyRegistry(
         "femnist": "fedbench.data.leaf_femnist:Femnist",
         "femnist_leaf": "fedbench.data.leaf_femnist:FemnistLeaf",
         "tinyimagenet": "fedbench.data.tinyimagenet:TinyImageNet",
+        # FedEvg (fedevg.md §3): MedMNIST+ at 64 px, one source per subset
+        "dermamnist": "fedbench.data.medmnist:DermaMNIST",
+        "organcmnist": "fedbench.data.medmnist:OrganCMNIST",
         # AAggFF (aaggff.md §9.4): natural clients in `groups`
         "berka": "fedbench.data.berka:Berka",
         "mqp": "fedbench.data.mqp:MQP",

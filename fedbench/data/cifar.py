@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.data.base import ArrayDataset, RemoteFile, Source, image_standin
+from fedbench.data.transform import check_resize, resize_images
 
 CIFAR_URL = "https://www.cs.toronto.edu/~kriz/"
 
@@ -34,21 +35,6 @@ def read_batches(tar_path: Path, members: dict[str, str]) -> dict[str, dict[byte
     return found
 
 
-def resize_images(x: np.ndarray, size: int, chunk: int = 4096) -> np.ndarray:
-    """Bilinear, antialiased resize of (N, C, H, W) float32 images to size x size (SuPerFed)."""
-    import torch
-    import torch.nn.functional as F
-
-    out = np.empty((len(x), x.shape[1], size, size), dtype=np.float32)
-    for start in range(0, len(x), chunk):
-        t = torch.from_numpy(x[start : start + chunk])
-        r = F.interpolate(
-            t, size=(size, size), mode="bilinear", antialias=True, align_corners=False
-        )
-        out[start : start + chunk] = r.clamp_(0.0, 1.0).numpy()
-    return out
-
-
 class CifarSource(Source):
     """32x32 RGB images from one of the CIFAR python tarballs."""
 
@@ -68,8 +54,7 @@ class CifarSource(Source):
 
     def _shape(self, params: dict[str, Any]) -> tuple[int, int, int]:
         r = params["resize"]
-        if r is not None and (not isinstance(r, int) or isinstance(r, bool) or r < 1):
-            raise ValueError(f"{self.name}: resize must be a positive integer or None, got {r!r}")
+        check_resize(self.name, r, (32, 32))
         return (3, r, r) if r else (3, 32, 32)
 
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:

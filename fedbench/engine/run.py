@@ -27,6 +27,10 @@ from fedbench.rng import Streams
 
 log = logging.getLogger("fedbench.run")
 
+# The file beside params.pt that keeps an algorithm's artifacts (Algorithm.artifacts: FedEvg's
+# final synthetic set), written with the run's other outputs.
+ARTIFACTS_FILE = "artifacts.pt"
+
 
 def pick_device(requested: str = "auto") -> torch.device:
     """`cuda` when present (or asked for), else the CPU."""
@@ -127,7 +131,10 @@ def execute_run(
         # figure `make bench` sets beside its best-of micro-benchmarks.
         "median_round_seconds": _rounded(progress.median_round()),
     }
-    _write_outputs(state, info, metrics_path, run_yaml_path, params_path)
+    artifacts = algo.artifacts(state.server_state)
+    if artifacts and params_path is not None:
+        info["artifacts"] = ARTIFACTS_FILE
+    _write_outputs(state, info, metrics_path, run_yaml_path, params_path, artifacts)
     ckpt.remove()
     return info
 
@@ -242,15 +249,21 @@ def _write_outputs(
     metrics_path: str | Path,
     run_yaml_path: str | Path,
     params_path: str | Path | None,
+    artifacts: dict[str, torch.Tensor] | None = None,
 ) -> None:
-    """metrics.jsonl, run.yaml and (if asked) params.pt: all or none (a full disk leaves no half
-    file)."""
+    """metrics.jsonl, run.yaml and (if asked) params.pt, with the algorithm's artifacts beside
+    params.pt (ARTIFACTS_FILE) when it has any: all or none (a full disk leaves no half file)."""
     files = [metrics_path, run_yaml_path, *([params_path] if params_path is not None else [])]
+    keep = bool(artifacts) and params_path is not None
+    if keep:
+        files.append(Path(params_path).with_name(ARTIFACTS_FILE))
     with atomic_paths(*files) as tmps:
         dump_bytes(tmps[0], jsonl_text(state.records).encode())
         dump_bytes(tmps[1], yaml_text(info).encode())
         if params_path is not None:
             torch.save({k: v.detach().cpu() for k, v in state.global_params.items()}, tmps[2])
+        if keep:
+            torch.save({k: v.detach().cpu() for k, v in artifacts.items()}, tmps[3])
 
 
 def _duration(seconds: float) -> str:

@@ -155,3 +155,38 @@ def test_init_seed_fixes_initial_weights_across_run_seeds(prepared):
             TrainConfig(
                 rounds=1, batch_size=1, lr=0.1, local_epochs=1, clients_per_round=1, init_seed=bad
             )
+
+
+def test_a_fedevg_run_keeps_its_synthetic_set_beside_the_model(prepared):
+    import torch
+
+    root, catalog = prepared
+    out = root / "fedevg"
+    data, part = out / "data.npz", out / "part.npz"
+    ds = prepare_dataset(
+        "fashion_mnist",
+        {"n_train": 80, "n_test": 20, "resize": 32},
+        None,
+        "standin",
+        Streams(0).generator("standin"),
+    )
+    save_dataset(ds, data)
+    spec_part = {"kind": "fedevg_code", "num_clients": 2, "alpha": 1.0, "test_fraction": 0.25}
+    save_partition(
+        part, make_partition(ds.y_train, None, spec_part, Streams(0).generator("partition"))
+    )
+    spec = resolve_run(
+        catalog, "smoke", "fedevg-fmnist", "fevq-k10-a1", "fevq-resnet10-h8", "fedevg", 1
+    )
+    spec["training"].update(rounds=1, eval_every=1)
+    info = execute_run(
+        spec, data, part, out / "m.jsonl", out / "run.yaml", params_path=out / "p.pt"
+    )
+    art = torch.load(out / "artifacts.pt", weights_only=True)
+    assert info["artifacts"] == "artifacts.pt"
+    assert art["synthetic_x"].shape == (100, 1, 32, 32)  # L x spc, at the resized shape
+    assert art["synthetic_y"].tolist() == [c for c in range(10) for _ in range(10)]
+    assert 0 <= art["synthetic_x"].min() and art["synthetic_x"].max() <= 1  # one server step
+    plain = root / "plain-fedevg"
+    execute_run(spec, data, part, plain / "m.jsonl", plain / "run.yaml")
+    assert not (plain / "artifacts.pt").exists()  # only beside a model that is kept
