@@ -75,6 +75,9 @@ class ServerContext:
     rng: torch.Generator | None = None
     fresh: Callable[[], Params] | None = None
     rounds: int = 0  # T, the run's total rounds (0 = not given)
+    # Whether the round ends with an evaluation of the new global model (FedEvg trains its
+    # server classifier only then, as the release does at its evaluation rounds).
+    evaluated: bool = True
 
 
 @dataclass(frozen=True)

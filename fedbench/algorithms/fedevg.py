@@ -25,11 +25,13 @@ fedevg.md §7 lists a difference):
 - `aggregate`: a_ij = (n_i / Σ n) · exp(sgn f_i(x̃_j)[ỹ_j]) over the sampled clients (n_i = the
   training split), g_j = Σ_i a_ij ∇ₓE_i / Σ_i a_ij, x̃ ← clip(x̃ − β_t·g + δ·ε, 0, 1) with the
   release's cosine schedule β_t (DDPM cosine betas mapped onto [beta_start, beta_end]) and δ
-  (1e-4 in the code, 0.01 in the thesis); then the server classifier: a fresh network
-  (`ServerContext.fresh`) trained on (x̃, ỹ) for `server_epochs` shuffled passes of
-  `server_batch` with Adam(server_lr) and cross-entropy (fedevgserver.py:_central_evaluate). It
-  is the new "global model", so the engine's evaluation of the global model on every client's
-  test split is the thesis' accuracy (Tables 4.2/4.3).
+  (1e-4 in the code, 0.01 in the thesis); then, at the rounds that evaluate, the server
+  classifier: a fresh network (`ServerContext.fresh`) trained on (x̃, ỹ) for `server_epochs`
+  shuffled passes of `server_batch` with Adam(server_lr) and cross-entropy
+  (fedevgserver.py:_central_evaluate; 1 pass of 64 = 2 steps at M = 100, which leaves it far from
+  trained: fedevg.md §7 item 6; `server_epochs` trains it longer). It is the new "global model",
+  so the engine's evaluation of the global model on every client's test split is the thesis'
+  accuracy (Tables 4.2/4.3).
 
 Spectral normalisation of the last layer (the release's `--penult_spectral_norm`) is applied here
 to the clients' networks, not in the model, because the release's server classifier has none:
@@ -202,7 +204,9 @@ class FedEvg(Algorithm):
         beta = float(self.betas(ctx.rounds)[ctx.round - 1])
         eps = torch.randn(x.shape, generator=ctx.rng, device=x.device, dtype=x.dtype)
         x = (x - beta * mixed + self._profile("server_noise") * eps).clamp(0.0, 1.0)
-        classifier = self.server_classifier(ctx, x, y)
+        # The classifier is what the engine evaluates: trained at the rounds that evaluate (the
+        # release's `_central_evaluate`), the previous one kept otherwise.
+        classifier = self.server_classifier(ctx, x, y) if ctx.evaluated else global_params
         state = {**server_state, "x": x, "energy_grad_norm": float(mixed.norm()), "beta": beta}
         return classifier, state
 

@@ -340,6 +340,7 @@ def run_rounds(
             rng=streams.torch_generator("server", t, device=device),
             fresh=None if fresh_init is None else partial(fresh_init, K, t),
             rounds=cfg.rounds,
+            evaluated=_evaluates(t, cfg),
         )
         _aggregate(algo, state, out, train_ids, sampled, server)
         train_loss = float(out.train_losses.mean())
@@ -348,13 +349,18 @@ def run_rounds(
             state.status, state.diverged_round = "diverged", t
             emit({"round": t, "status": "diverged", "reason": reason})
             break
-        if t % cfg.eval_every == 0 or t == cfg.rounds:
+        if _evaluates(t, cfg):
             with matmul_scope(cfg.eval_precision, device):
                 emit(_eval_record(algo, apply, fed, state, cfg, streams, lr, train_loss))
         if after_round is not None:
             after_round(state, train_loss)
     state.executor_info = runner.describe()
     return state
+
+
+def _evaluates(t: int, cfg: TrainConfig) -> bool:
+    """Whether round t ends with an evaluation record (every eval_every rounds and the last)."""
+    return t % cfg.eval_every == 0 or t == cfg.rounds
 
 
 def _executor(name: str, cfg: TrainConfig) -> SequentialExecutor | VectorisedExecutor:

@@ -302,3 +302,30 @@ def test_both_executors_compute_the_same_rounds():
     for k in seq.global_params:
         torch.testing.assert_close(seq.global_params[k], vec.global_params[k], rtol=0, atol=1e-5)
     assert seq.records[-1]["train_loss"] == pytest.approx(vec.records[-1]["train_loss"], rel=1e-6)
+
+
+def test_the_server_classifier_is_trained_only_for_an_evaluation():
+    x = torch.full((4, 1, 1, 1), 0.5)
+    messages = {
+        "grad": torch.ones(1, 4, 1, 1, 1),
+        "esign": torch.ones(1, 4),
+        "weight": torch.tensor([1.0]),
+    }
+    state = {"x": x, "y": torch.tensor([0, 0, 0, 1]), "energy_grad_norm": 0, "beta": 0}
+    calls = []
+
+    def fresh():
+        calls.append(1)
+        return {"head.weight": torch.zeros(2, 1), "head.bias": torch.zeros(2)}
+
+    previous = {"head.weight": torch.ones(2, 1), "head.bias": torch.ones(2)}
+    algo = build_algorithm("fedevg", server_epochs=3, server_batch=2)
+    quiet = ServerContext(
+        **{**_server_ctx(fresh=fresh, apply=linear_apply).__dict__, "evaluated": False}
+    )
+    kept, new = algo.aggregate(previous, messages, state, quiet)
+    assert kept is previous and not calls and not torch.equal(new["x"], x)  # x̃ moved anyway
+    trained, _ = algo.aggregate(
+        previous, messages, state, _server_ctx(fresh=fresh, apply=linear_apply)
+    )
+    assert calls == [1] and not torch.equal(trained["head.bias"], torch.zeros(2))  # 3 x 2 steps
