@@ -78,6 +78,9 @@ class ServerContext:
     # Whether the round ends with an evaluation of the new global model (FedEvg trains its
     # server classifier only then, as the release does at its evaluation rounds).
     evaluated: bool = True
+    # The benchmark's own test set (x, y) held by the server, for server-side metrics (FedEvg's
+    # FID of its synthetic set); None when the run has none.
+    test: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ energies, signs, weights and the server step stay float32 here.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -67,6 +68,8 @@ from fedbench.metrics.objectives import objective_of
 from fedbench.tree import Apply, Params
 
 VARIANTS = ("code", "thesis")
+FID_MODES = ("none", "code", "standard")
+FID_EXTRACTORS = ("inception", "proxy")
 SPECTRAL_NORMS = ("exact", "none")
 PCD_SIGNS = ("code", "thesis")
 # The variants' values where thesis and release differ (fedevg.md §6.2, §7 items 5, 7, 8).
@@ -93,7 +96,7 @@ class FedEvg(Algorithm):
 
     name: ClassVar[str] = "fedevg"
     carry_updates: ClassVar[bool] = True
-    server_scalars: ClassVar[tuple[str, ...]] = ("energy_grad_norm", "beta")
+    server_scalars: ClassVar[tuple[str, ...]] = ("energy_grad_norm", "beta", "fid")
 
     variant: str = "code"
     spc: int = 10  # synthetic samples per class: M = L·spc
@@ -112,12 +115,22 @@ class FedEvg(Algorithm):
     server_epochs: int = 1
     server_batch: int = 64
     server_lr: float = 1e-3
+    # FID of the synthetic set against the server's test set at the rounds that evaluate
+    # (fedbench/metrics/fid.py): `code` = the release's reading, `standard`, or none. The
+    # extractor: torchvision's Inception-v3 (weights read from `fid_weights`, default the torch
+    # cache; never fetched) or the fixed random CNN `proxy` (tests, CI and machines without the
+    # weights: not comparable to Tables 4.4/4.5, and tables say so in their caption).
+    fid: str = "code"
+    fid_extractor: str = "inception"
+    fid_weights: str | None = None
 
     def __post_init__(self):
         for key, value, valid in (
             ("variant", self.variant, VARIANTS),
             ("spectral_norm", self.spectral_norm, SPECTRAL_NORMS),
             ("pcd_sign", self.pcd_sign, PCD_SIGNS),
+            ("fid", self.fid, FID_MODES),
+            ("fid_extractor", self.fid_extractor, FID_EXTRACTORS),
         ):
             if value not in valid:
                 raise ValueError(f"fedevg: {key} must be one of {valid} (got {value!r})")
@@ -175,6 +188,8 @@ class FedEvg(Algorithm):
     def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
         if setup is None:
             raise ValueError("fedevg needs the data's shape and a generator (ServerSetup)")
+        if self.fid != "none":  # before round 1: a missing Inception file stops the run now
+            _extractor(self.fid_extractor, self.fid_weights, str(setup.rng.device))
         L = setup.num_classes
         dtype = next(iter(global_params.values())).dtype if global_params else torch.float32
         x = torch.randn(
@@ -184,7 +199,7 @@ class FedEvg(Algorithm):
             dtype=dtype,
         )
         y = torch.arange(L, device=x.device).repeat_interleave(self.spc)
-        return {"x": x, "y": y, "energy_grad_norm": math.nan, "beta": math.nan}
+        return {"x": x, "y": y, "energy_grad_norm": math.nan, "beta": math.nan, "fid": math.nan}
 
     def aggregate(
         self,
@@ -208,7 +223,16 @@ class FedEvg(Algorithm):
         # release's `_central_evaluate`), the previous one kept otherwise.
         classifier = self.server_classifier(ctx, x, y) if ctx.evaluated else global_params
         state = {**server_state, "x": x, "energy_grad_norm": float(mixed.norm()), "beta": beta}
+        if ctx.evaluated and self.fid != "none" and ctx.test is not None:
+            state["fid"] = self.fid_of(x, ctx.test[0])
         return classifier, state
+
+    def fid_of(self, synthetic: torch.Tensor, real: torch.Tensor) -> float:
+        """FID of the synthetic set against the server's test images (the run's `fid` mode)."""
+        from fedbench.metrics.fid import fid
+
+        extractor = _extractor(self.fid_extractor, self.fid_weights, str(synthetic.device))
+        return float(fid(synthetic, real, self.fid, extractor=extractor).value)
 
     def server_classifier(self, ctx: ServerContext, x: torch.Tensor, y: torch.Tensor) -> Params:
         """A fresh network trained on the synthetic set: `server_epochs` shuffled passes of
@@ -310,3 +334,13 @@ class FedEvg(Algorithm):
             raise ValueError("fedevg: the upload needs the client's network (ClientContext.apply)")
         g, f = self._energy_grad(self.net(ctx.apply), params, carry["init"], carry["labels"])
         return {"grad": g, "esign": torch.exp(torch.sign(f)), "weight": float(ctx.num_train)}, {}
+
+
+@functools.lru_cache(maxsize=4)
+def _extractor(kind: str, weights: str | None, device: str):
+    """The FID feature extractor, built once per process (Inception-v3 reads ~100 MB)."""
+    from fedbench.metrics.fid import inception_features, proxy_features
+
+    if kind == "proxy":
+        return proxy_features()
+    return inception_features(weights, device=device)

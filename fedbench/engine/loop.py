@@ -341,6 +341,7 @@ def run_rounds(
             fresh=None if fresh_init is None else partial(fresh_init, K, t),
             rounds=cfg.rounds,
             evaluated=_evaluates(t, cfg),
+            test=(fed.x_test, fed.y_test) if len(fed.x_test) else None,
         )
         _aggregate(algo, state, out, train_ids, sampled, server)
         train_loss = float(out.train_losses.mean())

@@ -7,9 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedbench.cells import QUANTITY_KEYS, Grid, as_list, merge_cell
+from fedbench.cells import Grid
 from fedbench.config import ConfigError
-from fedbench.outputs.matrix import MATRIX_KEYS, MatrixKind, check_panels, matrix_fields
+from fedbench.outputs.matrix import (
+    MATRIX_KEYS,
+    MatrixKind,
+    check_panels,
+    check_server,
+    matrix_fields,
+)
 from fedbench.report.figures import FigureSpec, learning_curves
 from fedbench.report.smooth import SAVGOL_KEYS, SMOOTHERS, Savgol
 
@@ -44,7 +50,7 @@ class RoundsKind(CurvesKind):
     def check_own(self, where: str, out: dict[str, Any], catalog: dict) -> None:
         parse_smooth(where, out.get("smooth"))
         if "server" in out:
-            _check_server(where, out, catalog)
+            check_server(where, out, catalog)
         check_panels(where, out)
 
 
@@ -55,36 +61,6 @@ class LambdaKind(CurvesKind):
 
     def check_own(self, where: str, out: dict[str, Any], catalog: dict) -> None:
         check_panels(where, out)
-
-
-def _check_server(where: str, out: dict, catalog: dict) -> None:
-    """`server: <name>`: a scalar every cell's algorithm logs, read in place of a client metric."""
-    from fedbench.algorithms import ALGORITHMS
-
-    name = out["server"]
-    if not isinstance(name, str) or not name:
-        raise ConfigError(f"{where}.server: expected a server scalar's name, got {name!r}")
-    for entry in (out, *out.get("rows", []), *out.get("columns", [])):
-        place = where if entry is out else f"{where} entry {entry.get('id')!r}"
-        given = [k for k in QUANTITY_KEYS if k in entry]
-        if given:
-            raise ConfigError(
-                f"{place}.{given[0]}: a figure of a server scalar ({where}.server) reads no "
-                f"client metric; drop {given}"
-            )
-    for row in out.get("rows", []):
-        for col in out.get("columns", []):
-            cell = merge_cell(row, col, f"{where} cell ({row.get('id')}, {col.get('id')})")
-            for algo in as_list(cell["algorithm"]):
-                if algo not in catalog["algorithms"]:
-                    continue  # reported later, with the valid names
-                cls = ALGORITHMS[catalog["algorithms"][algo]["algorithm"]]
-                if name not in cls.server_scalars:
-                    raise ConfigError(
-                        f"{where}.server: {name!r} is not logged by algorithm {algo!r} (cell "
-                        f"({row.get('id')}, {col.get('id')})); {cls.name} logs "
-                        f"{list(cls.server_scalars)}"
-                    )
 
 
 def parse_smooth(where: str, raw: Any) -> Savgol | None:

@@ -8,6 +8,7 @@ import functools
 from typing import Any
 
 from fedbench.cells import (
+    QUANTITY_KEYS,
     Grid,
     as_list,
     axis_entry,
@@ -146,3 +147,33 @@ def matrix_fields(
         "columns": column_labels(grid, kind.section, name, catalog, scale),
         "cells": run_folders(kind.runs(grid, name, catalog, scale), scale),
     }
+
+
+def check_server(where: str, out: dict, catalog: dict) -> None:
+    """`server: <name>`: a scalar every cell's algorithm logs, read in place of a client metric."""
+    from fedbench.algorithms import ALGORITHMS
+
+    name = out["server"]
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{where}.server: expected a server scalar's name, got {name!r}")
+    for entry in (out, *out.get("rows", []), *out.get("columns", [])):
+        place = where if entry is out else f"{where} entry {entry.get('id')!r}"
+        given = [k for k in QUANTITY_KEYS if k in entry]
+        if given:
+            raise ConfigError(
+                f"{place}.{given[0]}: an output of a server scalar ({where}.server) reads no "
+                f"client metric; drop {given}"
+            )
+    for row in out.get("rows", []):
+        for col in out.get("columns", []):
+            cell = merge_cell(row, col, f"{where} cell ({row.get('id')}, {col.get('id')})")
+            for algo in as_list(cell["algorithm"]):
+                if algo not in catalog["algorithms"]:
+                    continue  # reported later, with the valid names
+                cls = ALGORITHMS[catalog["algorithms"][algo]["algorithm"]]
+                if name not in cls.server_scalars:
+                    raise ConfigError(
+                        f"{where}.server: {name!r} is not logged by algorithm {algo!r} (cell "
+                        f"({row.get('id')}, {col.get('id')})); {cls.name} logs "
+                        f"{list(cls.server_scalars)}"
+                    )

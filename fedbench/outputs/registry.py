@@ -17,6 +17,7 @@ KINDS: LazyRegistry[Any] = LazyRegistry(
         "partition": "fedbench.outputs.partition:PartitionKind",
         "parallel": "fedbench.outputs.parallel:ParallelKind",
         "deviation": "fedbench.outputs.deviation:DeviationKind",
+        "image_grid": "fedbench.outputs.image_grid:ImageGridKind",
     },
     build=lambda cls: cls(),
 )

@@ -9,7 +9,7 @@ from typing import Any
 from fedbench.cells import Grid, RunKey
 from fedbench.config import ConfigError
 from fedbench.metrics import PACK_STATS
-from fedbench.outputs.matrix import MATRIX_KEYS, MatrixKind, matrix_fields
+from fedbench.outputs.matrix import MATRIX_KEYS, MatrixKind, check_server, matrix_fields
 from fedbench.report.tables import TableSpec, build_table, write_table
 
 DEFAULTS_MARK = "†"
@@ -18,10 +18,18 @@ DEFAULTS_MARK = "†"
 class TableKind(MatrixKind):
     name = "table"
     section = "tables"
-    keys = (*MATRIX_KEYS, "round", "seeds", "decimals", "spread", "seed_spread", "summaries")
+    keys = (
+        *MATRIX_KEYS, "server", "round", "seeds", "decimals", "spread", "seed_spread", "summaries"
+    )  # fmt: skip
     about = "a table"
 
+    def required(self, out: dict[str, Any]) -> tuple[str, ...]:
+        # `server: <name>`: a server scalar per cell (read as protocol "server", stat "value").
+        return ("rows", "columns") if "server" in out else super().required(out)
+
     def check_own(self, where: str, out: dict[str, Any], catalog: dict) -> None:
+        if "server" in out:
+            check_server(where, out, catalog)
         decimals = out.get("decimals", 2)
         if isinstance(decimals, bool) or not (isinstance(decimals, int) and 0 <= decimals <= 10):
             raise ConfigError(

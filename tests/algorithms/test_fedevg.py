@@ -263,7 +263,7 @@ def _tiny_run(executor, dtype=None, rounds=2, **algo_kw):
         betas=(0.5, 0.999),
         weight_decay=1e-4,
     )
-    algo = build_algorithm("fedevg", spc=2, synthetic_batch=4, **algo_kw)
+    algo = build_algorithm("fedevg", spc=2, synthetic_batch=4, fid_extractor="proxy", **algo_kw)
     return run_rounds(
         algo,
         make_apply(model),
@@ -329,3 +329,34 @@ def test_the_server_classifier_is_trained_only_for_an_evaluation():
         previous, messages, state, _server_ctx(fresh=fresh, apply=linear_apply)
     )
     assert calls == [1] and not torch.equal(trained["head.bias"], torch.zeros(2))  # 3 x 2 steps
+
+
+def test_fid_of_the_set_at_evaluation_rounds_and_a_missing_inception_file_stops_before_round_1(
+    tmp_path,
+):
+    from fedbench.metrics.fid import fid, proxy_features
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.rand(6, 1, 8, 8, generator=g)
+    real = torch.rand(20, 1, 8, 8, generator=g)
+    messages = {
+        "grad": torch.zeros(1, 6, 1, 8, 8),
+        "esign": torch.ones(1, 6),
+        "weight": torch.ones(1),
+    }
+    state = {"x": x, "y": torch.arange(6) % 3, "energy_grad_norm": 0, "beta": 0, "fid": math.nan}
+    algo = build_algorithm("fedevg", server_noise=0.0, fid_extractor="proxy")
+    ctx = _server_ctx(fresh=None, apply=linear_apply)
+    ctx = ServerContext(**{**ctx.__dict__, "evaluated": False, "test": (real, torch.zeros(20))})
+    _, quiet = algo.aggregate({}, messages, state, ctx)
+    assert math.isnan(quiet["fid"])  # not an evaluation round
+    want = fid(x, real, "code", extractor=proxy_features()).value
+    algo_fid = algo.fid_of(x, real)
+    assert algo_fid == pytest.approx(want) and algo_fid > 0
+    assert algo.server_metrics({**quiet, "fid": algo_fid})["fid"] == pytest.approx(want)
+    missing = build_algorithm("fedevg", fid_weights=str(tmp_path / "none.pth"))
+    with pytest.raises(FileNotFoundError, match="fid.weights"):
+        missing.init_server_state({}, ServerSetup((1, 8, 8), 3, torch.Generator()))
+    assert build_algorithm("fedevg", fid="none").init_server_state(
+        {}, ServerSetup((1, 8, 8), 3, torch.Generator())
+    )["x"].shape == (30, 1, 8, 8)

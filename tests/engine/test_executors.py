@@ -33,7 +33,7 @@ PARAMS = {
     "pfedbayes": {"rho_init": 0.0},
     # FedEvg's server step at β = 10 turns a rounding difference that flips one logit's sign
     # into a jump across [0, 1] (tests/algorithms/test_fedevg.py); a small β compares the rules.
-    "fedevg": {"beta_start": 0.05, "beta_end": 0.05, "spc": 2, "synthetic_batch": 4},
+    "fedevg": {"beta_start": 0.05, "beta_end": 0.05, "spc": 2, "synthetic_batch": 4, "fid": "none"},
 }
 # Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {

@@ -176,7 +176,7 @@ def test_a_fedevg_run_keeps_its_synthetic_set_beside_the_model(prepared):
         part, make_partition(ds.y_train, None, spec_part, Streams(0).generator("partition"))
     )
     spec = resolve_run(
-        catalog, "smoke", "fedevg-fmnist", "fevq-k10-a1", "fevq-resnet10-h8", "fedevg", 1
+        catalog, "smoke", "fedevg-fmnist", "fevq-k10-a1", "fevq-resnet10-h8", "fevq-fedevg", 1
     )
     spec["training"].update(rounds=1, eval_every=1)
     info = execute_run(
