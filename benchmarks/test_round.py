@@ -10,7 +10,12 @@ from bench_naive import client_loaders, naive_round
 
 EXECUTORS = ("naive", "sequential", "vectorised")
 # (timed rounds, warm-up rounds) per case: enough repeats for a stable minimum, within budget.
-REPEATS = {("twonn", 10): (15, 2), ("twonn", 100): (5, 1), ("twocnn", 10): (3, 1)}
+REPEATS = {
+    ("twonn", 10): (15, 2),
+    ("twonn", 100): (5, 1),
+    ("twocnn", 10): (3, 1),
+    ("twocnn", 100): (2, 1),
+}
 CASES = [("twonn", 10), ("twonn", 100), ("twonn", 1000), ("twocnn", 10), ("twocnn", 100)]
 CHUNKS = (5, 10, 25, 50, 100)  # beside the default (None: the memory budget and CPU cache)
 

@@ -207,7 +207,7 @@ def test_bad_settings_name_their_key():
 
 
 def test_the_synthetic_set_starts_gaussian_balanced_and_class_sorted():
-    algo = build_algorithm("fedevg", spc=3)
+    algo = build_algorithm("fedevg", spc=3, fid="none")
     state = algo.init_server_state({}, ServerSetup((1, 4, 4), 4, torch.Generator().manual_seed(0)))
     assert state["x"].shape == (12, 1, 4, 4)
     assert state["y"].tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
