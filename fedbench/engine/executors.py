@@ -170,10 +170,18 @@ class SequentialExecutor:
         return {}
 
     def run(self, job: RoundJob) -> RoundOutput:
-        """Train every client of `job.client_ids`."""
+        """Train every client of `job.client_ids`. With FedAvg's `client_end`, each client's
+        delta is written straight into the round's stacked message (the same bits as stacking
+        its `tree_sub`, without a second copy of every client's model)."""
         messages, states, losses = [], {}, []
         cfg, fed = job.cfg, job.fed
-        for cid in job.client_ids:
+        stacked_end = not overrides(job.algo, "client_end")
+        if stacked_end:
+            out = {
+                k: torch.empty((len(job.client_ids), *v.shape), dtype=v.dtype, device=v.device)
+                for k, v in job.global_params.items()
+            }
+        for i, cid in enumerate(job.client_ids):
             batches, ctx = client_plan(job, cid)
             state = job.client_states[cid]
             params, carry = job.algo.client_begin(job.global_params, job.server_state, state, ctx)
@@ -195,9 +203,29 @@ class SequentialExecutor:
                 fed.weight,
                 adam=cfg.adam(),
             )
+            losses.append(loss)
+            if stacked_end:
+                for k, v in params.items():
+                    torch.sub(v, job.global_params[k], out=out[k][i])
+                states[cid] = state
+                continue
             message, states[cid] = job.algo.client_end(job.global_params, params, carry, state, ctx)
             if ctx.pre_loss is not None:
                 message["pre_loss"] = ctx.pre_loss
             messages.append(message)
-            losses.append(loss)
-        return RoundOutput(stack_messages(messages), states, torch.stack(losses))
+        stacked = fedavg_messages(job, out) if stacked_end else stack_messages(messages)
+        return RoundOutput(stacked, states, torch.stack(losses))
+
+
+def fedavg_messages(job: RoundJob, deltas: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The round's stacked messages of FedAvg's `client_end` from the stacked deltas: the
+    clients' training-split sizes as weights and their pre-training losses if asked (float64,
+    as `stack_messages` makes them)."""
+    ids = job.client_ids
+    stacked = {
+        "delta": deltas,
+        "weight": torch.tensor([float(len(job.fed.train[i])) for i in ids], dtype=torch.float64),
+    }
+    if job.pre_losses:
+        stacked["pre_loss"] = torch.tensor([job.pre_losses[i] for i in ids], dtype=torch.float64)
+    return stacked

@@ -39,6 +39,7 @@ from fedbench.engine.executors import (
     client_context,
     client_draws,
     client_noise,
+    fedavg_messages,
     host_plan,
     stack_messages,
 )
@@ -572,14 +573,7 @@ class VectorisedExecutor:
                     message["pre_loss"] = ctxs[c].pre_loss
                 messages.append(message)
         if stacked_end:
-            stacked = {
-                "delta": out,
-                "weight": torch.tensor([len(fed.train[i]) for i in ids], dtype=torch.float64),
-            }
-            if job.pre_losses:
-                stacked["pre_loss"] = torch.tensor(
-                    [job.pre_losses[i] for i in ids], dtype=torch.float64
-                )
+            stacked = fedavg_messages(job, out)
         else:
             stacked = stack_messages(messages)
         return RoundOutput(stacked, states, torch.cat(losses))

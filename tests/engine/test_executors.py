@@ -145,3 +145,27 @@ def test_many_clients_in_chunks_agree(federation_factory):
     )
     for k in a.global_params:
         assert (a.global_params[k] - b.global_params[k]).abs().max() <= 1e-5
+
+
+@pytest.mark.parametrize("executor", ["sequential", "vectorised"])
+def test_fedavg_deltas_written_in_place_equal_client_ends_messages_bit_for_bit(executor, tiny):
+    """Both executors write FedAvg's deltas straight into the stacked message; an algorithm
+    that overrides `client_end` with FedAvg's own goes through the per-client path."""
+    from dataclasses import dataclass
+
+    from fedbench.algorithms.base import Algorithm
+
+    @dataclass(frozen=True)
+    class SameEnd(Algorithm):
+        def client_end(self, global_params, params, carry, client_state, ctx):
+            return super().client_end(global_params, params, carry, client_state, ctx)
+
+    fed, apply, p0 = tiny
+    fed = _uneven(fed)
+    runs = [
+        run_rounds(algo, apply, fed, TrainConfig(**CFG), Streams(5), p0, executor=executor)
+        for algo in (build_algorithm("fedavg"), SameEnd())
+    ]
+    for k in p0:
+        assert torch.equal(runs[0].global_params[k], runs[1].global_params[k]), k
+    assert runs[0].records == runs[1].records
