@@ -40,7 +40,7 @@ def test_fedevg_round(benchmark, clients, executor):
         rounds=1, batch_size=BATCH, lr=1e-3, local_epochs=1, clients_per_round=k,
         optimizer="adam", betas=(0.5, 0.999), weight_decay=1e-4,
     )  # fmt: skip
-    algo = build_algorithm("fedevg")
+    algo = build_algorithm("fedevg", fid="none")  # FID: fedbench/metrics/fid.py, not timed here
     benchmark.extra_info.update(kind="fedevg_round", executor=executor, clients=k, hidden=HIDDEN)
     benchmark.pedantic(
         run_rounds, (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
