@@ -159,6 +159,15 @@ class Adam:
     weight_decay: float = 0.0
 
 
+def masks_refused(algo_name: str) -> ValueError:
+    """The error of an algorithm that freezes parameters with update masks under Adam (a frozen
+    leaf would still need its own step count; neither executor keeps one)."""
+    return ValueError(
+        f"{algo_name} freezes parameters with update masks, which "
+        "training.optimizer: adam does not support; use optimizer: sgd"
+    )
+
+
 def adam_init(params: Params) -> dict[str, Any]:
     """Adam's state for `params`: both moments at zero, no step taken."""
     return {"m": tree_zeros_like(params), "v": tree_zeros_like(params), "step": 0}

@@ -10,7 +10,15 @@ from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, Batch, State, overrides
 from fedbench.engine.augment import Augment
-from fedbench.engine.functional import Adam, adam_init, adam_update, sgd_init, sgd_step, sgd_update
+from fedbench.engine.functional import (
+    Adam,
+    adam_init,
+    adam_update,
+    masks_refused,
+    sgd_init,
+    sgd_step,
+    sgd_update,
+)
 from fedbench.tree import Apply, Params
 
 
@@ -80,10 +88,7 @@ def local_train_carry(
         mask = algo.update_mask(params, carry, nz)
         if adam is not None:
             if mask is not None:
-                raise ValueError(
-                    f"{algo.name} freezes parameters with update masks, which "
-                    "training.optimizer: adam does not support; use optimizer: sgd"
-                )
+                raise masks_refused(algo.name)
             if not in_place:
                 params = dict(params)
             opt_state = adam_update(params, grads, opt_state, lr, adam, in_place and step > 0)
@@ -100,13 +105,19 @@ def local_train_carry(
 
 
 def _merged(algo: Algorithm, carry: State, new: State) -> State:
-    """`carry` with a step's entries replaced; a key client_begin did not give is an error."""
+    """`carry` with a step's entries replaced."""
+    check_carry_keys(algo, carry, new)
+    return {**carry, **new}
+
+
+def check_carry_keys(algo: Algorithm, carry: State, new: State) -> None:
+    """A step's carry entries (`before_step`'s, or `local_loss`'s updates) must be keys of
+    client_begin's carry (both executors)."""
     if not new.keys() <= carry.keys():
         raise KeyError(
             f"{algo.name}: updates of {sorted(new.keys() - carry.keys())}, "
             "not in client_begin's carry"
         )
-    return {**carry, **new}
 
 
 def step_of(noise: Any, step: int) -> Any:

@@ -43,8 +43,8 @@ from fedbench.engine.executors import (
     host_plan,
     stack_messages,
 )
-from fedbench.engine.functional import adam_init, adam_step_, sgd_step_
-from fedbench.engine.local import step_of
+from fedbench.engine.functional import adam_init, adam_step_, masks_refused, sgd_step_
+from fedbench.engine.local import check_carry_keys, step_of
 from fedbench.engine.precision import compute_dtype
 from fedbench.metrics.objectives import CROSS_ENTROPY, objective_of
 from fedbench.tree import Params
@@ -644,7 +644,7 @@ class VectorisedExecutor:
             scale = _step_scale(plan.active[s], params, fed.x.device)
             upd = None if vmask is None else vmask(params, carry, step_of(noise, s))
             scale = _combine(scale, upd, params)
-            _optimiser_step(algo, cfg, params, grads, buf, job.lr, s, scale, bool(upd))
+            _optimiser_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
         return loss_sum
 
     def _train_vmap(self, job, params, carry, carry_dims, noise, plan):
@@ -676,6 +676,7 @@ class VectorisedExecutor:
             return algo.before_step(job.apply, p, Batch(xb, yb, mb, wb), cr, nz)
 
         carry, carry_dims, final = dict(carry), dict(carry_dims), {}
+        adam = cfg.adam()
         buf = _optimiser_state(cfg, params)
         xs, ys = _gather(job, plan)
         ws = None if fed.weight is None else fed.weight[plan.rows]
@@ -687,28 +688,26 @@ class VectorisedExecutor:
             if prepare:
                 dims = (0, 0, 0, mask_dim, w_dim, carry_dims, noise_dim)
                 made = vmap(before, in_dims=dims)(params, xs[s], ys[s], mask, wb, carry, nz)
-                if not made.keys() <= carry.keys():
-                    raise KeyError(
-                        f"{algo.name}: before_step's {sorted(made)}, not all in the carry"
-                    )
-                vstep = self._absorb(made, carry, carry_dims, final, plan.active[s], vstep, vmapped)
+                vstep = self._absorb(
+                    algo, made, carry, carry_dims, final, plan.active[s], vstep, vmapped
+                )
             grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
             scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
-            _optimiser_step(algo, cfg, params, grads, buf, job.lr, s, scale, bool(upd))
+            _optimiser_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
             keep = torch.as_tensor(plan.active[s], device=value.device)
             loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
             if new:
-                for k in new:
-                    if k not in carry:
-                        raise KeyError(f"{algo.name}: update of {k!r}, not in client_begin's carry")
-                vstep = self._absorb(new, carry, carry_dims, final, plan.active[s], vstep, vmapped)
+                vstep = self._absorb(
+                    algo, new, carry, carry_dims, final, plan.active[s], vstep, vmapped
+                )
         return loss_sum, final
 
     @staticmethod
-    def _absorb(new, carry, carry_dims, final, active, vstep, vmapped):
+    def _absorb(algo, new, carry, carry_dims, final, active, vstep, vmapped):
         """Write a step's carry entries (stacked) into `carry` for the clients with a batch
         (the others keep theirs) and into `final`; re-vmap the step when an entry's layout
         changed. Returns the step function to use next."""
+        check_carry_keys(algo, carry, new)
         every = bool(active.all())
         keep = torch.as_tensor(active)
         moved = False
@@ -729,17 +728,14 @@ def _optimiser_state(cfg, params: Params) -> dict[str, Any]:
     return {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
 
 
-def _optimiser_step(algo, cfg, params, grads, state, lr: float, s: int, scale, masked: bool):
-    """Lockstep step `s` (0-based) of the local optimiser on the chunk's stacked leaves."""
-    adam = cfg.adam()
+def _optimiser_step(algo, cfg, adam, params, grads, state, lr: float, s: int, scale, masked):
+    """Lockstep step `s` (0-based) of the local optimiser (`adam`: cfg.adam()) on the chunk's
+    stacked leaves."""
     if adam is None:
         sgd_step_(params, grads, state, lr, cfg.momentum, cfg.weight_decay, scale)
         return
     if masked:
-        raise ValueError(
-            f"{algo.name} freezes parameters with update masks, which "
-            "training.optimizer: adam does not support; use optimizer: sgd"
-        )
+        raise masks_refused(algo.name)
     adam_step_(params, grads, state, lr, adam, s + 1, scale)
 
 
