@@ -47,3 +47,24 @@ def test_fedevg_round(benchmark, clients, executor):
         {"executor": executor, "fresh_init": _fresh},
         rounds=2 if k <= 10 else 1, warmup_rounds=1,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("name, arch", [("fedcgan", "fedevg_acgan"), ("fedcvae", "fedevg_cvae")])
+def test_baseline_round(benchmark, name, arch):
+    """One FedCGAN / FedCVAE round at K = 10 (the paper's cross-silo setting): every client one
+    local step of B = 64 (FedCGAN: a discriminator and a generator step), FedAvg of weights and
+    running statistics, then the server's 100 samples and its classifier (2 Adam steps);
+    hidden 8 for both networks (sequential executor: BatchNorm running statistics)."""
+    k = 10 if benchmark.enabled else 2
+    fed = federation(k, per_client=BATCH, shape=SHAPE)
+    model = build_model(arch, SHAPE, NUM_CLASSES, init_seed=0, hidden=HIDDEN)
+    cfg = TrainConfig(
+        rounds=1, batch_size=BATCH, lr=1e-3, local_epochs=1, clients_per_round=k,
+        optimizer="adam", betas=(0.5, 0.999), weight_decay=1e-4,
+    )  # fmt: skip
+    algo = build_algorithm(name, fid="none", classifier_hidden=HIDDEN)
+    benchmark.extra_info.update(kind="fedevg_baseline_round", algorithm=name, clients=k)
+    benchmark.pedantic(
+        run_rounds, (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
+        {"executor": "sequential"}, rounds=2, warmup_rounds=1,
+    )  # fmt: skip

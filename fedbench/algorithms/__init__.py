@@ -51,6 +51,8 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "fedpac": "fedbench.algorithms.fedpac:FedPAC",
         # FedEvg chapter (thesis ch. IV): synthetic data refined on the server.
         "fedevg": "fedbench.algorithms.fedevg:FedEvg",
+        "fedcgan": "fedbench.algorithms.fedgen:FedCGAN",
+        "fedcvae": "fedbench.algorithms.fedgen:FedCVAE",
     }
 )
 

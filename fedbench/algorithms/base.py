@@ -92,6 +92,9 @@ class ServerSetup:
     input_shape: tuple[int, ...]
     num_classes: int
     rng: torch.Generator
+    # The network (`apply(params, x)`; `apply.module` its nn.Module), for state that depends on
+    # it (FedCGAN's BatchNorm running statistics); None in bare engine calls.
+    apply: Apply | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,14 @@ class Algorithm:
     # step's mark as a Python float, unbatched under vmap, so a step may branch on it and skip
     # the work the other role needs. May be a property when it depends on a field.
     noise_is_schedule: ClassVar[bool] = False
+    # Each mini-batch is taken for `steps_per_batch` consecutive local steps (ClientContext.
+    # num_steps counts steps): an alternating update whose `update_mask` trains one part of the
+    # model a step, e.g. FedCGAN's discriminator step then its generator step on the same batch.
+    steps_per_batch: ClassVar[int] = 1
+    # Why the algorithm runs in the sequential executor only (None: both executors), e.g. the
+    # BatchNorm running statistics its forward passes update in place; the vectorised executor
+    # refuses it with this reason.
+    sequential_only: ClassVar[str | None] = None
     # The training objectives (`training.objective`) the algorithm is defined for; None = any
     # (every algorithm whose losses go through `data_loss` / the bound objective).
     objectives: ClassVar[tuple[str, ...] | None] = None
@@ -265,6 +276,14 @@ class Algorithm:
         """New global parameters from stacked messages (leading axis = client)."""
         mean_delta = weighted_mean(messages["delta"], messages["weight"])
         return {k: global_params[k] + mean_delta[k] for k in global_params}, server_state
+
+    def eval_model(
+        self, apply: Apply, global_params: Params, server_state: State
+    ) -> tuple[Apply, Params]:
+        """The network and parameters the engine evaluates as the global model (protocol
+        `global` on every client's test split, and the global test set): FedAvg, the global
+        model itself; FedCGAN/FedCVAE, the server's classifier trained on generated samples."""
+        return apply, global_params
 
     def artifacts(self, server_state: State) -> dict[str, torch.Tensor]:
         """Tensors of the final server state a run keeps beside its model (artifacts.pt: FedEvg's

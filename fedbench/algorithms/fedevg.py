@@ -189,7 +189,7 @@ class FedEvg(Algorithm):
         if setup is None:
             raise ValueError("fedevg needs the data's shape and a generator (ServerSetup)")
         if self.fid != "none":  # before round 1: a missing Inception file stops the run now
-            _extractor(self.fid_extractor, self.fid_weights, str(setup.rng.device))
+            feature_extractor(self.fid_extractor, self.fid_weights, str(setup.rng.device))
         L = setup.num_classes
         dtype = next(iter(global_params.values())).dtype if global_params else torch.float32
         x = torch.randn(
@@ -231,26 +231,23 @@ class FedEvg(Algorithm):
         """FID of the synthetic set against the server's test images (the run's `fid` mode)."""
         from fedbench.metrics.fid import fid
 
-        extractor = _extractor(self.fid_extractor, self.fid_weights, str(synthetic.device))
+        extractor = feature_extractor(self.fid_extractor, self.fid_weights, str(synthetic.device))
         return float(fid(synthetic, real, self.fid, extractor=extractor).value)
 
     def server_classifier(self, ctx: ServerContext, x: torch.Tensor, y: torch.Tensor) -> Params:
-        """A fresh network trained on the synthetic set: `server_epochs` shuffled passes of
-        `server_batch` rows, Adam(server_lr) with torch's defaults otherwise, cross-entropy."""
+        """A fresh network trained on the synthetic set (`fit_classifier`)."""
         if ctx.fresh is None or ctx.apply is None:
             raise ValueError("fedevg: the server classifier needs ServerContext.fresh and .apply")
-        leaves = {k: v.detach().clone().requires_grad_(True) for k, v in ctx.fresh().items()}
-        opt = torch.optim.Adam(list(leaves.values()), lr=self.server_lr)
-        with torch.enable_grad():
-            for _ in range(self.server_epochs):
-                order = torch.randperm(len(x), generator=ctx.rng, device=ctx.rng.device)
-                for start in range(0, len(x), self.server_batch):
-                    idx = order[start : start + self.server_batch].to(x.device)
-                    loss = F.cross_entropy(ctx.apply(leaves, x[idx]).float(), y[idx])
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-        return {k: v.detach() for k, v in leaves.items()}
+        return fit_classifier(
+            ctx.apply,
+            ctx.fresh(),
+            x,
+            y,
+            epochs=self.server_epochs,
+            batch=self.server_batch,
+            lr=self.server_lr,
+            rng=ctx.rng,
+        )
 
     def artifacts(self, server_state: State) -> dict[str, torch.Tensor]:
         """The final synthetic set (class-sorted images in [0, 1], labels)."""
@@ -336,8 +333,36 @@ class FedEvg(Algorithm):
         return {"grad": g, "esign": torch.exp(torch.sign(f)), "weight": float(ctx.num_train)}, {}
 
 
+def fit_classifier(
+    apply: Apply,
+    init: Params,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    *,
+    epochs: int,
+    batch: int,
+    lr: float,
+    rng: torch.Generator,
+) -> Params:
+    """The release's server classifier (fedevgserver.py, fedcganserver.py, fedcvaeserver.py
+    `_central_evaluate`): from `init`, `epochs` shuffled passes (orders from `rng`) of `batch`
+    rows of (x, y), Adam(lr) with torch's defaults otherwise, cross-entropy."""
+    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    opt = torch.optim.Adam(list(leaves.values()), lr=lr)
+    with torch.enable_grad():
+        for _ in range(epochs):
+            order = torch.randperm(len(x), generator=rng, device=rng.device)
+            for start in range(0, len(x), batch):
+                idx = order[start : start + batch].to(x.device)
+                loss = F.cross_entropy(apply(leaves, x[idx]).float(), y[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    return {k: v.detach() for k, v in leaves.items()}
+
+
 @functools.lru_cache(maxsize=4)
-def _extractor(kind: str, weights: str | None, device: str):
+def feature_extractor(kind: str, weights: str | None, device: str):
     """The FID feature extractor, built once per process (Inception-v3 reads ~100 MB)."""
     from fedbench.metrics.fid import inception_features, proxy_features
 

@@ -118,6 +118,10 @@ def client_plan(job: RoundJob, cid: int) -> tuple[list[torch.Tensor], ClientCont
     batches = batch_plan(
         job.fed.train[cid], job.cfg.batch_size, rng, epochs=_epochs(job), steps=job.cfg.local_steps
     )
+    if (
+        job.algo.steps_per_batch > 1
+    ):  # an alternating update: each batch for `steps_per_batch` steps in a row
+        batches = [idx for idx in batches for _ in range(job.algo.steps_per_batch)]
     return batches, client_context(job, cid, len(batches))
 
 

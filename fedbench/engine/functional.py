@@ -160,17 +160,24 @@ class Adam:
 
 
 def masks_refused(algo_name: str) -> ValueError:
-    """The error of an algorithm that freezes parameters with update masks under Adam (a frozen
-    leaf would still need its own step count; neither executor keeps one)."""
+    """The error of an algorithm that freezes parameters with update masks under Adam in the
+    vectorised executor (its lockstep Adam keeps one step count per chunk, not per leaf and
+    client; the sequential executor keeps one per leaf)."""
     return ValueError(
-        f"{algo_name} freezes parameters with update masks, which "
-        "training.optimizer: adam does not support; use optimizer: sgd"
+        f"{algo_name} freezes parameters with update masks, which the vectorised executor's "
+        "Adam does not support; use training.executor: sequential (or optimizer: sgd)"
     )
 
 
 def adam_init(params: Params) -> dict[str, Any]:
-    """Adam's state for `params`: both moments at zero, no step taken."""
-    return {"m": tree_zeros_like(params), "v": tree_zeros_like(params), "step": 0}
+    """Adam's state for `params`: both moments at zero, no step taken (`step` counts the
+    optimiser's steps, `steps[k]` those that updated leaf k: fewer when masks froze it)."""
+    return {
+        "m": tree_zeros_like(params),
+        "v": tree_zeros_like(params),
+        "step": 0,
+        "steps": dict.fromkeys(params, 0),
+    }
 
 
 def _adam_moments(p, g, m, v, opt: Adam, step: int) -> tuple[torch.Tensor, float]:
@@ -187,18 +194,42 @@ def _adam_moments(p, g, m, v, opt: Adam, step: int) -> tuple[torch.Tensor, float
 
 
 def adam_update(
-    params: Params, grads: Params, state: dict[str, Any], lr: float, opt: Adam, params_owned: bool
+    params: Params,
+    grads: Params,
+    state: dict[str, Any],
+    lr: float,
+    opt: Adam,
+    params_owned: bool,
+    mask: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One Adam step of one client with torch.optim.Adam's arithmetic; in place on the leaves
-    unless `params_owned` is False (the first step writes new leaves, as `sgd_update`)."""
-    step = state["step"] + 1
+    unless `params_owned` is False (the first step writes new leaves, as `sgd_update`).
+
+    `mask[k]` = 0 leaves leaf k, its moments and its step count untouched, as if it were in
+    another torch optimiser that does not step now (FedCGAN's discriminator and generator, two
+    Adams in the release); 1 or absent = updated. Other values are refused."""
+    steps = dict(state["steps"])
     for k, p in params.items():
-        denom, bias1 = _adam_moments(p, grads[k], state["m"][k], state["v"][k], opt, step)
+        if mask is not None and k in mask and not _mask_on(mask[k], k):
+            continue
+        steps[k] += 1
+        denom, bias1 = _adam_moments(p, grads[k], state["m"][k], state["v"][k], opt, steps[k])
         if params_owned:
             p.addcdiv_(state["m"][k], denom, value=-(lr / bias1))
         else:
             params[k] = torch.addcdiv(p, state["m"][k], denom, value=-(lr / bias1))
-    return {**state, "step": step}
+    return {**state, "step": state["step"] + 1, "steps": steps}
+
+
+def _mask_on(m: Any, key: str) -> bool:
+    """A one-client Adam mask entry: True for 1, False for 0 (a float or a 0-d tensor)."""
+    v = float(m)
+    if v not in (0.0, 1.0):
+        raise ValueError(
+            f"update mask of {key!r} is {v:g}: under training.optimizer: adam a parameter is "
+            "either trained (1) or frozen (0) at a step"
+        )
+    return v == 1.0
 
 
 def adam_step_(

@@ -14,7 +14,6 @@ from fedbench.engine.functional import (
     Adam,
     adam_init,
     adam_update,
-    masks_refused,
     sgd_init,
     sgd_step,
     sgd_update,
@@ -71,6 +70,7 @@ def local_train_carry(
         params = dict(params)  # the caller's dict keeps its leaves
     buf = sgd_init(params) if adam is None and (momentum or not in_place) else {}
     opt_state = None if adam is None else adam_init(params)
+    masked = False  # whether an update mask has frozen a leaf yet (Adam)
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
         nz = step_of(noise, step)
@@ -87,11 +87,12 @@ def local_train_carry(
         grads = algo.correct_grads(grads, params, carry)
         mask = algo.update_mask(params, carry, nz)
         if adam is not None:
-            if mask is not None:
-                raise masks_refused(algo.name)
-            if not in_place:
+            masked = masked or mask is not None
+            if not in_place or masked:
                 params = dict(params)
-            opt_state = adam_update(params, grads, opt_state, lr, adam, in_place and step > 0)
+            # After a mask, a leaf frozen so far may still be the caller's: write new leaves.
+            owned = in_place and step > 0 and not masked
+            opt_state = adam_update(params, grads, opt_state, lr, adam, owned, mask)
         elif in_place:
             buf = sgd_update(
                 params, grads, buf, lr, momentum, weight_decay, mask, params_owned=step > 0

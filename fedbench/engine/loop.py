@@ -155,11 +155,14 @@ def evaluate_round(
     per_class: dict[str, dict[str, list]] = {}  # training.per_class_loss, final round only
     want_per_class = cfg.per_class_loss and state.round == cfg.rounds
 
+    # What "global" evaluates: the global model, or what the algorithm says stands for it.
+    g_apply, g_params = algo.eval_model(apply, state.global_params, state.server_state)
+
     def evaluate(protocol: str, splits: list[tuple]) -> list[dict[str, list]]:
         if protocol == "global":
             return [
                 evaluate_clients_shared(
-                    apply, state.global_params, x, y, s, cfg.eval_batch_size, cfg.ece_batch, ws
+                    g_apply, g_params, x, y, s, cfg.eval_batch_size, cfg.ece_batch, ws
                 )
                 for x, y, s, ws in splits
             ]
@@ -216,7 +219,7 @@ def evaluate_round(
             summary[protocol] = {
                 key: _pack(res[key], res["n"], key in OPTIONAL_METRICS) for key in keys
             }
-    glob = evaluate_global(apply, state.global_params, fed.x_test, fed.y_test, cfg.eval_batch_size)
+    glob = evaluate_global(g_apply, g_params, fed.x_test, fed.y_test, cfg.eval_batch_size)
     if glob is not None:
         glob = {k: (_round(v) if k != "n" else v) for k, v in glob.items()}
     out = {"global_test": glob, "clients": clients, "summary": summary}
@@ -294,6 +297,7 @@ def run_rounds(
                     tuple(fed.x.shape[1:]),
                     fed.num_classes,
                     streams.torch_generator("server", 0, device=device),
+                    train_apply,
                 ),
             ),
             client_states={

@@ -500,6 +500,16 @@ class VectorisedExecutor:
     def run(self, job: RoundJob) -> RoundOutput:
         """Train every client of `job.client_ids`, a chunk at a time."""
         algo, cfg, fed = job.algo, job.cfg, job.fed
+        why = algo.sequential_only or (
+            f"it takes each batch for {algo.steps_per_batch} steps"
+            if algo.steps_per_batch > 1
+            else None
+        )
+        if why:
+            raise ValueError(
+                f"{algo.name} runs in the sequential executor only ({why}); "
+                "set training.executor: sequential"
+            )
         keys = list(job.global_params)
         cache_key = (type(algo), id(job.apply), tuple(keys))
         if cache_key not in self._kernel:
