@@ -53,6 +53,8 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "fedevg": "fedbench.algorithms.fedevg:FedEvg",
         "fedcgan": "fedbench.algorithms.fedgen:FedCGAN",
         "fedcvae": "fedbench.algorithms.fedgen:FedCVAE",
+        # DQN-Fed (specs/qffl-dqnfed.md Part B).
+        "dqnfed": "fedbench.algorithms.dqnfed:DQNFed",
     }
 )
 
