@@ -53,8 +53,9 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "fedevg": "fedbench.algorithms.fedevg:FedEvg",
         "fedcgan": "fedbench.algorithms.fedgen:FedCGAN",
         "fedcvae": "fedbench.algorithms.fedgen:FedCVAE",
-        # DQN-Fed (specs/qffl-dqnfed.md Part B).
+        # DQN-Fed (specs/qffl-dqnfed.md Part B) and its baseline FedHEAL (§B.4).
         "dqnfed": "fedbench.algorithms.dqnfed:DQNFed",
+        "fedheal": "fedbench.algorithms.fedheal:FedHEAL",
     }
 )
 
