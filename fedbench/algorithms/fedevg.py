@@ -34,11 +34,15 @@ fedevg.md §7 lists a difference):
   accuracy (Tables 4.2/4.3).
 
 Spectral normalisation of the last layer (the release's `--penult_spectral_norm`) is applied here
-to the clients' networks, not in the model, because the release's server classifier has none:
-`spectral_norm: exact` divides `sn_param` by its largest singular value in every forward pass.
-The release uses torch's parametrisation (one power iteration per training-mode forward, none in
-the eval-mode energy gradients, 15 at registration): the estimate differs from the exact value
-early in a round and converges as the round goes on; `exact` is this project's reading.
+to the clients' networks, not in the model, because the release's server classifier has none.
+`spectral_norm: power` (default) is the release's: torch's parametrisation registered on the
+fresh classifier every round (15 power iterations at registration), one power iteration per
+training-mode forward pass (the step's three: real, negatives, synthetic CE, in that order), none
+in the eval-mode energy gradients (SGLD and the upload), σ = uᵀWv with u, v held fixed; u, v ride
+in the client's carry. torch starts its iterations from random u, v; here from v = 1/√n (no
+draw), which 15 iterations make the same top singular pair unless it is orthogonal to it.
+`exact` divides `sn_param` by its largest singular value in every forward pass (the quantity
+the power estimate converges to); `none` leaves it.
 
 Where bf16 is on (`training.precision`), the model's forward runs in bf16; the SGLD updates,
 energies, signs, weights and the server step stay float32 here.
@@ -70,7 +74,10 @@ from fedbench.tree import Apply, Params
 VARIANTS = ("code", "thesis")
 FID_MODES = ("none", "code", "standard")
 FID_EXTRACTORS = ("inception", "proxy")
-SPECTRAL_NORMS = ("exact", "none")
+SPECTRAL_NORMS = ("power", "exact", "none")
+# torch.nn.utils.parametrizations.spectral_norm's defaults, as the release registers it.
+SN_INIT_ITERATIONS = 15  # power iterations at registration
+SN_EPS = 1e-12
 PCD_SIGNS = ("code", "thesis")
 # The variants' values where thesis and release differ (fedevg.md §6.2, §7 items 5, 7, 8).
 PROFILE = {
@@ -110,7 +117,7 @@ class FedEvg(Algorithm):
     beta_end: float | None = None  # None: the variant's (code 1.0, thesis 0.01)
     server_noise: float | None = None  # δ; None: the variant's (code 1e-4, thesis 0.01)
     pcd_sign: str = "code"
-    spectral_norm: str = "exact"
+    spectral_norm: str = "power"
     sn_param: str = "head.weight"  # the last layer's weight (the registry models' `head`)
     server_epochs: int = 1
     server_batch: int = 64
@@ -153,11 +160,15 @@ class FedEvg(Algorithm):
         """β_t for rounds 1..T."""
         return cosine_betas(self.beta_start, self._profile("beta_end"), rounds)
 
-    def net(self, apply: Apply) -> Apply:
-        """The clients' network: `apply` with the last layer spectrally normalised."""
+    def net(self, apply: Apply, carry: State | None = None, train: bool = False) -> Apply:
+        """The clients' network: `apply` with the last layer spectrally normalised. Under
+        `power`, σ comes from the carry's (sn_u, sn_v), and with `train` every call first takes
+        one power iteration, writing the new pair back into `carry` (a dict the caller owns)."""
         if self.spectral_norm == "none":
             return apply
         key = self.sn_param
+        if self.spectral_norm == "power" and carry is None:
+            raise ValueError("fedevg: spectral_norm power needs the client's (sn_u, sn_v)")
 
         def normalised(p: Params, x: torch.Tensor) -> torch.Tensor:
             if key not in p:
@@ -166,7 +177,13 @@ class FedEvg(Algorithm):
                     f"valid: {sorted(p)} (or spectral_norm: none)"
                 )
             w = p[key]
-            return apply({**p, key: w / torch.linalg.matrix_norm(w, ord=2)}, x)
+            if self.spectral_norm == "exact":
+                return apply({**p, key: w / torch.linalg.matrix_norm(w, ord=2)}, x)
+            if train:
+                carry["sn_u"], carry["sn_v"] = power_iteration(w, carry["sn_u"], carry["sn_v"], 1)
+            mat = w.flatten(1)
+            sigma = carry["sn_u"] @ (mat @ carry["sn_v"])
+            return apply({**p, key: w / sigma}, x)
 
         return normalised
 
@@ -265,7 +282,18 @@ class FedEvg(Algorithm):
         x = server_state["x"]
         neg = x.new_zeros((min(self.synthetic_batch, len(x)), *x.shape[1:]))
         carry = {"buffer": x.clone(), "init": x, "labels": server_state["y"], "neg": neg}
-        return ctx.fresh(), carry
+        params = ctx.fresh()
+        if self.spectral_norm == "power":
+            carry.update(registered_pair(self._sn_weight(params)))
+        return params, carry
+
+    def _sn_weight(self, params: Params) -> torch.Tensor:
+        if self.sn_param not in params:
+            raise KeyError(
+                f"fedevg: sn_param {self.sn_param!r} is not a parameter of the model; "
+                f"valid: {sorted(params)} (or spectral_norm: none)"
+            )
+        return params[self.sn_param]
 
     def step_noise(
         self, rng: torch.Generator, ctx: ClientContext, global_params: Params
@@ -292,8 +320,9 @@ class FedEvg(Algorithm):
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
     ) -> State:
         """The step's negatives: R SGLD steps from the selected buffer rows, clipped to [0, 1]
-        (fedevgclient.py:sample), computed outside the parameter gradient."""
-        net = self.net(apply)
+        (fedevgclient.py:sample), computed outside the parameter gradient (eval mode: no power
+        iteration)."""
+        net = self.net(apply, carry)
         buffer = carry["buffer"]
         idx, eps = noise["idx"].to(buffer.device), noise["eps"].to(buffer.device)
         xs, ys = buffer[idx], carry["labels"][idx]
@@ -305,7 +334,8 @@ class FedEvg(Algorithm):
     def local_loss(
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
     ) -> tuple[torch.Tensor, State]:
-        net = self.net(apply)
+        sn = {k: carry[k] for k in ("sn_u", "sn_v") if k in carry}
+        net = self.net(apply, sn, train=True)
         buffer, labels = carry["buffer"], carry["labels"]
         idx = noise["idx"].to(buffer.device)
         x0, ys, xs = buffer[idx], labels[idx], carry["neg"]
@@ -317,7 +347,7 @@ class FedEvg(Algorithm):
         synthetic = carry["init"][idx] if self.variant == "code" else x0
         ce = objective_of(apply).batch_loss(out_real, batch)
         ce = ce + self.ce_lambda * F.cross_entropy(net(params, synthetic).float(), ys)
-        return pcd + ce, {"buffer": buffer.index_copy(0, idx, xs)}
+        return pcd + ce, {"buffer": buffer.index_copy(0, idx, xs), **sn}
 
     def client_end(
         self,
@@ -329,8 +359,31 @@ class FedEvg(Algorithm):
     ) -> tuple[dict[str, Any], State]:
         if ctx.apply is None:
             raise ValueError("fedevg: the upload needs the client's network (ClientContext.apply)")
-        g, f = self._energy_grad(self.net(ctx.apply), params, carry["init"], carry["labels"])
+        net = self.net(ctx.apply, carry)
+        g, f = self._energy_grad(net, params, carry["init"], carry["labels"])
         return {"grad": g, "esign": torch.exp(torch.sign(f)), "weight": float(ctx.num_train)}, {}
+
+
+def power_iteration(
+    w: torch.Tensor, u: torch.Tensor, v: torch.Tensor, n: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """n steps of torch's spectral-norm power method on the detached matrix w.flatten(1):
+    u ← normalize(W v), v ← normalize(Wᵀ u)."""
+    mat = w.detach().flatten(1)
+    for _ in range(n):
+        u = F.normalize(mat @ v, dim=0, eps=SN_EPS)
+        v = F.normalize(mat.T @ u, dim=0, eps=SN_EPS)
+    return u, v
+
+
+def registered_pair(w: torch.Tensor) -> dict[str, torch.Tensor]:
+    """(sn_u, sn_v) as torch's parametrisation leaves them at registration: 15 iterations,
+    started here from v = 1/√n, u = W v normalised."""
+    mat = w.detach().flatten(1)
+    v = torch.full((mat.shape[1],), mat.shape[1] ** -0.5, dtype=mat.dtype, device=mat.device)
+    u = F.normalize(mat @ v, dim=0, eps=SN_EPS)
+    u, v = power_iteration(w, u, v, SN_INIT_ITERATIONS)
+    return {"sn_u": u, "sn_v": v}
 
 
 def fit_classifier(
