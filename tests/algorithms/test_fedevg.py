@@ -294,11 +294,12 @@ def test_both_executors_compute_the_same_rounds():
     and classifier, the power-iteration spectral norm included): to 1e-5 on the synthetic set
     and on the server classifier, whose Adam steps normalise tiny gradients (after one round
     they agree to 2e-10 and 2e-9; the second round's clients amplify that, with the power
-    estimate's σ a little more than with the exact one: 3e-6 vs 2e-7 on the set). A small β keeps the comparison well conditioned:
-    at β = 10 a 1e-9 difference that flips one logit's sign (an e² change of its weight) moves
-    pixels to the other end of [0, 1]. In float32 the clients' runs part after a few steps (the
-    PCD gradient is a difference of two nearly equal terms and Adam normalises it, so rounding
-    of the vmapped convolutions grows): that is the training's sensitivity, not a second rule."""
+    estimate's σ a little more than with the exact one: 3e-6 vs 2e-7 on the set). A small β
+    keeps the comparison well conditioned: at β = 10 a 1e-9 difference that flips one logit's
+    sign (an e² change of its weight) moves pixels to the other end of [0, 1]. In float32 the
+    clients' runs part after a few steps (the PCD gradient is a difference of two nearly equal
+    terms and Adam normalises it, so rounding of the vmapped convolutions grows): that is the
+    training's sensitivity, not a second rule."""
     kw = dict(dtype=torch.float64, beta_start=0.05, beta_end=0.05)
     seq, _ = _tiny_run("sequential", **kw)
     vec, _ = _tiny_run("vectorised", **kw)
