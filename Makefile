@@ -48,7 +48,7 @@ test: setup
 	$(STAGE) smoke-superfed $(call smoke,superfed superfed_quick)
 	$(STAGE) smoke-pfedbred $(call smoke,pfedbred pfedbred_quick)
 	$(STAGE) smoke-aaggff $(call smoke,aaggff aaggff_quick)
-	$(STAGE) smoke-fedevg $(call smoke,fedevg_quick)
+	$(STAGE) smoke-fedevg $(call smoke,fedevg fedevg_quick)
 	$(STAGE) lint $(MAKE) --no-print-directory lint-only
 
 lint-only:

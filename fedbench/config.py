@@ -50,7 +50,11 @@ TOP_KEYS = (
 DATA_MODES = ("real", "standin")
 # standin_params (models and datasets): parameters merged over `params` only at scales whose data
 # is generated (smoke), so a paper-sized network or image runs tiny in CI; run.yaml records them.
+# An algorithm entry's `standin_params` are hyperparameters merged over its own at those scales
+# (FedEvg's FID on a fixed random CNN where the paper's Inception weights are absent).
 MODEL_KEYS = ("arch", "params", "standin_params", "training", "description")
+# The keys of an algorithm entry that are not the algorithm's hyperparameters.
+ALGORITHM_ENTRY_KEYS = ("algorithm", "training", "description", "standin_params")
 SCALE_KEYS = ("data", "caps", "description", "standin_size", "training")
 # What a scale may set for every run it holds: how the runs compute, never what (a scale's
 # `training` block is applied last, after its caps; e.g. quick-bf16's precision).
@@ -354,22 +358,7 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
                 f"algorithms.{name}.algorithm: "
                 + unknown_name("algorithm", e["algorithm"], ALGORITHMS, ALGORITHMS_LISTED)
             )
-        fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-        unknown = sorted(set(_algo_params(e)) - set(fields))
-        if unknown:
-            raise ConfigError(
-                unknown_keys(
-                    f"algorithms.{name} ({e['algorithm']})", unknown, fields, "hyperparameter"
-                )
-            )
-        for key, value in _algo_params(e).items():
-            why = _type_mismatch(fields.get(key, ""), value)
-            if why is not None:
-                raise ConfigError(f"algorithms.{name}.{key}: must be {why} (got {value!r})")
-        try:
-            build_algorithm(e["algorithm"], **_algo_params(e))
-        except (ValueError, TypeError) as err:
-            raise ConfigError(f"algorithms.{name}: {err}") from None
+        _check_algorithm_entry(name, e, cls)
     # Every training block must be valid on its own: its keys, the type and range of each value.
     for section in SECTIONS:
         for name, e in catalog[section].items():
@@ -382,6 +371,32 @@ def validate_catalog(catalog: dict[str, Any]) -> None:
         _check_training_block(catalog.get("training", {}))
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+def _check_algorithm_entry(name: str, e: dict, cls: type) -> None:
+    """An algorithm entry's hyperparameters (and its stand-in ones, alone and merged over them):
+    known fields of the right type, and an algorithm that builds."""
+    fields = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    standin = e.get("standin_params", {})
+    if not isinstance(standin, dict):
+        raise ConfigError(f"algorithms.{name}.standin_params: expected a mapping, got {standin!r}")
+    for where, params in ((name, _algo_params(e)), (f"{name}.standin_params", standin)):
+        unknown = sorted(set(params) - set(fields))
+        if unknown:
+            raise ConfigError(
+                unknown_keys(
+                    f"algorithms.{where} ({e['algorithm']})", unknown, fields, "hyperparameter"
+                )
+            )
+        for key, value in params.items():
+            why = _type_mismatch(fields.get(key, ""), value)
+            if why is not None:
+                raise ConfigError(f"algorithms.{where}.{key}: must be {why} (got {value!r})")
+    for where, params in ((name, _algo_params(e)), (f"{name}.standin_params", standin)):
+        try:
+            build_algorithm(e["algorithm"], **{**_algo_params(e), **params})
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"algorithms.{where}: {err}") from None
 
 
 DEVICE_RE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
@@ -466,7 +481,18 @@ def _model_params(cls: type) -> set[str] | None:
 
 
 def _algo_params(entry: dict) -> dict[str, Any]:
-    return {k: v for k, v in entry.items() if k not in ("algorithm", "training", "description")}
+    return {k: v for k, v in entry.items() if k not in ALGORITHM_ENTRY_KEYS}
+
+
+def resolve_algorithm(catalog: dict, name: str, scale: str) -> dict[str, Any]:
+    """Algorithm entry with its hyperparameters; at stand-in scales `standin_params` override
+    them and are also recorded on their own (run.yaml shows what was swapped)."""
+    a = _entry(catalog, "algorithms", name)
+    out = {"name": name, "algorithm": a["algorithm"], "params": _algo_params(a)}
+    if data_mode(catalog, scale) == "standin" and a.get("standin_params"):
+        out["params"].update(a["standin_params"])
+        out["standin_params"] = dict(a["standin_params"])
+    return out
 
 
 def _entry(catalog: dict, section: str, name: str) -> dict[str, Any]:
@@ -575,7 +601,7 @@ def resolve_run(
         "dataset": resolve_dataset(catalog, dataset, scale),
         "partition": {"name": partition, **resolve_partition(catalog, partition, scale)},
         "model": resolve_model(catalog, model, scale),
-        "algorithm": {"name": algorithm, "algorithm": a["algorithm"], "params": _algo_params(a)},
+        "algorithm": resolve_algorithm(catalog, algorithm, scale),
         "training": _check_objective(
             _check_participants(
                 resolve_training(catalog, dataset, partition, model, algorithm, scale),
