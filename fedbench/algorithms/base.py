@@ -315,6 +315,33 @@ class Algorithm:
         return params
 
 
+def check_settings(
+    algo: Algorithm,
+    choices: dict[str, tuple[str, ...]] | None = None,
+    positive_ints: tuple[str, ...] = (),
+    nonnegative: tuple[str, ...] = (),
+    positive: tuple[str, ...] = (),
+) -> None:
+    """ValueError naming the first field of `algo` that is not one of its `choices`, a positive
+    integer, >= 0 or > 0 as listed (an algorithm's __post_init__)."""
+    for key, valid in (choices or {}).items():
+        if getattr(algo, key) not in valid:
+            raise ValueError(
+                f"{algo.name}: {key} must be one of {valid} (got {getattr(algo, key)!r})"
+            )
+    for key in positive_ints:
+        v = getattr(algo, key)
+        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{algo.name}: {key} must be a positive integer (got {v!r})")
+    for keys, ok, what in (
+        (nonnegative, lambda v: v >= 0, ">= 0"),
+        (positive, lambda v: v > 0, "> 0"),
+    ):
+        for key in keys:
+            if not ok(getattr(algo, key)):
+                raise ValueError(f"{algo.name}: {key} must be {what} (got {getattr(algo, key)!r})")
+
+
 def overrides(algo: Algorithm, hook: str) -> bool:
     """Whether `algo`'s class replaces the base class's `hook` (FedAvg's behaviour otherwise)."""
     return getattr(type(algo), hook) is not getattr(Algorithm, hook)

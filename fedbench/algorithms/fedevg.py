@@ -66,6 +66,7 @@ from fedbench.algorithms.base import (
     ServerContext,
     ServerSetup,
     State,
+    check_settings,
     masked_mean,
 )
 from fedbench.metrics.objectives import objective_of
@@ -132,22 +133,18 @@ class FedEvg(Algorithm):
     fid_weights: str | None = None
 
     def __post_init__(self):
-        for key, value, valid in (
-            ("variant", self.variant, VARIANTS),
-            ("spectral_norm", self.spectral_norm, SPECTRAL_NORMS),
-            ("pcd_sign", self.pcd_sign, PCD_SIGNS),
-            ("fid", self.fid, FID_MODES),
-            ("fid_extractor", self.fid_extractor, FID_EXTRACTORS),
-        ):
-            if value not in valid:
-                raise ValueError(f"fedevg: {key} must be one of {valid} (got {value!r})")
-        for key in ("spc", "sgld_steps", "synthetic_batch", "server_epochs", "server_batch"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"fedevg: {key} must be a positive integer (got {v!r})")
-        for key in ("ce_lambda", "sgld_step", "sgld_noise", "beta_start", "server_lr"):
-            if not getattr(self, key) >= 0:
-                raise ValueError(f"fedevg: {key} must be >= 0 (got {getattr(self, key)!r})")
+        check_settings(
+            self,
+            choices={
+                "variant": VARIANTS,
+                "spectral_norm": SPECTRAL_NORMS,
+                "pcd_sign": PCD_SIGNS,
+                "fid": FID_MODES,
+                "fid_extractor": FID_EXTRACTORS,
+            },
+            positive_ints=("spc", "sgld_steps", "synthetic_batch", "server_epochs", "server_batch"),
+            nonnegative=("ce_lambda", "sgld_step", "sgld_noise", "beta_start", "server_lr"),
+        )
         if self.grad_clip is not None and not self.grad_clip > 0:
             raise ValueError(f"fedevg: grad_clip must be > 0 or null (got {self.grad_clip!r})")
 

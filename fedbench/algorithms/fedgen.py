@@ -61,6 +61,7 @@ from fedbench.algorithms.base import (
     ServerContext,
     ServerSetup,
     State,
+    check_settings,
 )
 from fedbench.algorithms.fedevg import FID_EXTRACTORS, FID_MODES, feature_extractor, fit_classifier
 from fedbench.tree import Apply, Params, tree_sub, weighted_mean
@@ -159,20 +160,12 @@ class GenerativeFedAvg(Algorithm):
     fid_weights: str | None = None
 
     def __post_init__(self):
-        for key, value, valid in (
-            ("fid", self.fid, FID_MODES),
-            ("fid_extractor", self.fid_extractor, FID_EXTRACTORS),
-            ("classifier_init", self.classifier_init, INITS),
-        ):
-            if value not in valid:
-                raise ValueError(f"{self.name}: {key} must be one of {valid} (got {value!r})")
-        for key in ("spc", "server_epochs", "server_batch", "classifier_hidden"):
-            v = getattr(self, key)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"{self.name}: {key} must be a positive integer (got {v!r})")
-        for key in ("server_lr", "classifier_init_gain"):
-            if not getattr(self, key) > 0:
-                raise ValueError(f"{self.name}: {key} must be > 0 (got {getattr(self, key)!r})")
+        check_settings(
+            self,
+            choices={"fid": FID_MODES, "fid_extractor": FID_EXTRACTORS, "classifier_init": INITS},
+            positive_ints=("spc", "server_epochs", "server_batch", "classifier_hidden"),
+            positive=("server_lr", "classifier_init_gain"),
+        )
 
     # -- what the subclasses define ----------------------------------------------------------
     def train_loss(
