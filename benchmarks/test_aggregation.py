@@ -19,6 +19,8 @@ ROUNDS = 10
 # Rules whose server solves a dense K x K problem (AAggFF-S's ONS, FedMGDA+'s min-norm QP) are
 # cross-silo / few-sampled-client rules: at 10,000 clients their matrices alone take 800 MB.
 MAX_CLIENTS = {"aaggff_s": 1_000, "aaggff_s_prox": 1_000, "fedmgda": 1_000}
+# Rules whose generic message (no local step taken) is degenerate, timed in their own file.
+OWN_BENCHMARK = {"dqnfed": "without local steps its gradients are 0; test_dqnfed.py times it"}
 
 
 def rules() -> list[tuple[str, list[str]]]:
@@ -60,6 +62,8 @@ def messages(algo, global_params, clients: int):
 @pytest.mark.parametrize("rule", rules(), ids=lambda r: r[0])
 def test_aggregate(benchmark, rule, clients):
     name, sharing = rule
+    if name in OWN_BENCHMARK:
+        pytest.skip(f"{name}: {OWN_BENCHMARK[name]}")
     if clients > MAX_CLIENTS.get(name, clients):
         pytest.skip(f"{name}: a dense {clients} x {clients} server problem (cross-silo rule)")
     algo = build_algorithm(name)

@@ -18,6 +18,7 @@ recommendation (B-D1..B-D8, B-D25), named in the docstrings.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -141,6 +142,9 @@ def min_norm_step(grads: torch.Tensor, d: torch.Tensor, ridge_eps: float = 0.0) 
     dd = d.double()
     m = len(grads)
     gram = gram_matrix(grads)
+    if float(torch.trace(gram)) == 0.0:  # every gradient is 0 (a stationary point): no step
+        u = torch.zeros(grads.shape[1], dtype=torch.float64, device=grads.device)
+        return ServerStep(u, 0.0, torch.full((m,), 1.0 / m, dtype=torch.float64), math.inf, 0.0)
     ridge = float(ridge_eps)
     eye = torch.eye(m, dtype=gram.dtype, device=gram.device)
     factor, info = torch.linalg.cholesky_ex(gram + ridge * eye)

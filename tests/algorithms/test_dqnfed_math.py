@@ -60,6 +60,11 @@ def test_identical_gradients_take_the_ridge_fallback():
     assert step.gram_condition > 1e12
 
 
+def test_zero_gradients_take_no_step():
+    step = min_norm_step(torch.zeros(3, 5), torch.zeros(3))
+    assert step.eta == 0.0 and torch.equal(step.u, torch.zeros(5, dtype=torch.float64))
+
+
 def test_the_two_loop_decrement_equals_the_one_pair_closed_form_and_the_secant_condition():
     gen = torch.Generator().manual_seed(1)
     dim = 20
