@@ -243,10 +243,7 @@ class FedEvg(Algorithm):
 
     def fid_of(self, synthetic: torch.Tensor, real: torch.Tensor) -> float:
         """FID of the synthetic set against the server's test images (the run's `fid` mode)."""
-        from fedbench.metrics.fid import fid
-
-        extractor = feature_extractor(self.fid_extractor, self.fid_weights, str(synthetic.device))
-        return float(fid(synthetic, real, self.fid, extractor=extractor).value)
+        return synthetic_fid(synthetic, real, self.fid, self.fid_extractor, self.fid_weights)
 
     def server_classifier(self, ctx: ServerContext, x: torch.Tensor, y: torch.Tensor) -> Params:
         """A fresh network trained on the synthetic set (`fit_classifier`)."""
@@ -409,6 +406,17 @@ def fit_classifier(
                 loss.backward()
                 opt.step()
     return {k: v.detach() for k, v in leaves.items()}
+
+
+def synthetic_fid(
+    images: torch.Tensor, real: torch.Tensor, mode: str, kind: str, weights: str | None
+) -> float:
+    """FID (fedbench/metrics/fid.py, protocol `mode`) of synthetic images in [0, 1] against the
+    server's test images, with the `kind` extractor (FedEvg and its baselines)."""
+    from fedbench.metrics.fid import fid
+
+    extractor = feature_extractor(kind, weights, str(images.device))
+    return float(fid(images, real, mode, extractor=extractor).value)
 
 
 @functools.lru_cache(maxsize=4)

@@ -63,7 +63,13 @@ from fedbench.algorithms.base import (
     State,
     check_settings,
 )
-from fedbench.algorithms.fedevg import FID_EXTRACTORS, FID_MODES, feature_extractor, fit_classifier
+from fedbench.algorithms.fedevg import (
+    FID_EXTRACTORS,
+    FID_MODES,
+    feature_extractor,
+    fit_classifier,
+    synthetic_fid,
+)
 from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
 INITS = ("xavier", "normal")
@@ -267,11 +273,10 @@ class GenerativeFedAvg(Algorithm):
         lo, hi = self.OUTPUT_RANGE
         state.update(classifier=classifier, x=((x - lo) / (hi - lo)).clamp(0.0, 1.0), y=labels)
         if self.fid != "none" and ctx.test is not None:
-            from fedbench.metrics.fid import fid
-
-            extractor = feature_extractor(self.fid_extractor, self.fid_weights, str(x.device))
             images = self.fid_images(x).clamp(0.0, 1.0)
-            state["fid"] = float(fid(images, ctx.test[0], self.fid, extractor=extractor).value)
+            state["fid"] = synthetic_fid(
+                images, ctx.test[0], self.fid, self.fid_extractor, self.fid_weights
+            )
         return new, state
 
     def _classifier_apply(self, state: State, device: torch.device, scale: bool) -> Apply:
