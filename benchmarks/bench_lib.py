@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +23,25 @@ from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
 from fedbench.models import GENERATIVE, MODELS, build_model
 from fedbench.rng import Streams
+
+# BENCH_DEVICE=cuda runs the round, step and memory benchmarks on that device (README, "On a GPU"):
+# data and models live there and every timed call ends with a device synchronise, so its time
+# covers the kernels it queued. Default: the CPU.
+DEVICE = torch.device(os.environ.get("BENCH_DEVICE", "cpu"))
+
+
+def synced(fn):
+    """`fn`, followed by a synchronise of DEVICE when that is a GPU (kernels run asynchronously)."""
+    if DEVICE.type != "cuda":
+        return fn
+
+    def call(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        torch.cuda.synchronize(DEVICE)
+        return out
+
+    return call
+
 
 # The round the targets are stated on: FedAvg, 50 samples per client, E = 1, B = 10.
 SAMPLES_PER_CLIENT = 50
@@ -142,7 +162,7 @@ def federation(
     num_clients: int,
     per_client: int = SAMPLES_PER_CLIENT,
     shape: tuple[int, ...] = (1, 28, 28),
-    device: torch.device | str = "cpu",
+    device: torch.device | str = DEVICE,
     values: str = "pixels",
     classes: int = NUM_CLASSES,
 ) -> Federation:
@@ -195,7 +215,8 @@ def forward_flops(model: nn.Module, shape: tuple[int, ...], values: str = "pixel
         for m in impls:
             m.lstm_impl = "native"
         with torch.no_grad():
-            model(torch.as_tensor(sample_inputs(shape, 1, np.random.default_rng(0), values)))
+            x = torch.as_tensor(sample_inputs(shape, 1, np.random.default_rng(0), values))
+            model(x.to(next(model.parameters()).device))
     finally:
         for m, impl in impls.items():
             m.lstm_impl = impl
@@ -241,7 +262,8 @@ def round_parts(model: nn.Module, shape: tuple[int, ...], case, precision: str =
         eval_every=10**9,
         precision=precision,
     )
-    return fed, model, cfg, train_flops(model, shape, EPOCHS * case.clients * case.per_client)
+    flops = train_flops(model, shape, EPOCHS * case.clients * case.per_client)
+    return fed, model.to(DEVICE), cfg, flops
 
 
 def engine_round(fed: Federation, model: nn.Module, cfg: TrainConfig, executor: str):
@@ -252,7 +274,7 @@ def engine_round(fed: Federation, model: nn.Module, cfg: TrainConfig, executor: 
     def round_():
         return run_rounds(algo, apply, fed, cfg, Streams(0), p0, executor=executor)
 
-    return round_
+    return synced(round_)
 
 
 def registered_models() -> list[str]:
@@ -278,7 +300,8 @@ EXTRA_MODELS = {"resnet18_gn": (3, 32, 32)}
 
 
 def precision_model(arch: str) -> tuple[nn.Module, tuple[int, ...]]:
-    """(model initialised from seed 0, per-sample input shape) for the precision benchmark."""
+    """(model initialised from seed 0, per-sample input shape) for the precision benchmark (on
+    the CPU; round_parts moves it to DEVICE)."""
     if arch in EXTRA_MODELS:
         import torchvision
 

@@ -7,7 +7,7 @@ estimates the paper grid)."""
 
 import numpy as np
 import pytest
-from bench_lib import NUM_CLASSES, federation
+from bench_lib import DEVICE, NUM_CLASSES, federation, synced
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.config import TrainConfig
@@ -22,7 +22,8 @@ BATCH = 64
 
 
 def _net(seed: int):
-    return build_model("fedevg_resnet10", SHAPE, NUM_CLASSES, init_seed=seed, hidden=HIDDEN)
+    net = build_model("fedevg_resnet10", SHAPE, NUM_CLASSES, init_seed=seed, hidden=HIDDEN)
+    return net.to(DEVICE)
 
 
 def _fresh(*key: int):
@@ -43,7 +44,7 @@ def test_fedevg_round(benchmark, clients, executor):
     algo = build_algorithm("fedevg", fid="none")  # FID: fedbench/metrics/fid.py, not timed here
     benchmark.extra_info.update(kind="fedevg_round", executor=executor, clients=k, hidden=HIDDEN)
     benchmark.pedantic(
-        run_rounds, (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
+        synced(run_rounds), (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
         {"executor": executor, "fresh_init": _fresh},
         rounds=2 if k <= 10 else 1, warmup_rounds=1,
     )  # fmt: skip
@@ -57,7 +58,7 @@ def test_baseline_round(benchmark, name, arch):
     hidden 8 for both networks (sequential executor: BatchNorm running statistics)."""
     k = 10 if benchmark.enabled else 2
     fed = federation(k, per_client=BATCH, shape=SHAPE)
-    model = build_model(arch, SHAPE, NUM_CLASSES, init_seed=0, hidden=HIDDEN)
+    model = build_model(arch, SHAPE, NUM_CLASSES, init_seed=0, hidden=HIDDEN).to(DEVICE)
     cfg = TrainConfig(
         rounds=1, batch_size=BATCH, lr=1e-3, local_epochs=1, clients_per_round=k,
         optimizer="adam", betas=(0.5, 0.999), weight_decay=1e-4,
@@ -65,6 +66,6 @@ def test_baseline_round(benchmark, name, arch):
     algo = build_algorithm(name, fid="none", classifier_hidden=HIDDEN)
     benchmark.extra_info.update(kind="fedevg_baseline_round", algorithm=name, clients=k)
     benchmark.pedantic(
-        run_rounds, (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
+        synced(run_rounds), (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
         {"executor": "sequential"}, rounds=2, warmup_rounds=1,
     )  # fmt: skip

@@ -3,7 +3,16 @@
 import time
 
 import pytest
-from bench_lib import BATCH, build_for, federation, model_input, registered_models, train_flops
+from bench_lib import (
+    BATCH,
+    DEVICE,
+    build_for,
+    federation,
+    model_input,
+    registered_models,
+    synced,
+    train_flops,
+)
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.functional import make_apply, params_of
@@ -18,7 +27,7 @@ def test_local_step(benchmark, arch):
     fed = federation(
         1, per_client=BATCH, shape=spec.shape, values=spec.values, classes=spec.classes
     )
-    model = build_for(arch)
+    model = build_for(arch).to(DEVICE)
     apply, params = make_apply(model), params_of(model)
     algo = build_algorithm("fedavg")
     batches = [fed.train[0]]
@@ -35,7 +44,7 @@ def test_local_step(benchmark, arch):
     rounds = 1
     if benchmark.enabled:  # disabled, pedantic runs the step once as a plain test: no estimate
         started = time.perf_counter()
-        local_train(*args)  # warm-up, and a time estimate for the number of rounds
+        synced(local_train)(*args)  # warm-up, and a time estimate for the number of rounds
         once = time.perf_counter() - started
         rounds = int(min(max(TIME_PER_MODEL / max(once, 1e-6), 3), 200))
-    benchmark.pedantic(local_train, args, rounds=rounds, warmup_rounds=1)
+    benchmark.pedantic(synced(local_train), args, rounds=rounds, warmup_rounds=1)

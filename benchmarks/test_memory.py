@@ -5,6 +5,7 @@ that process's wall time, the memory figures are in extra_info.
 """
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,8 @@ VARIANTS = {
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_round_memory(benchmark, variant):
-    cmd = [sys.executable, str(SCRIPT), "--clients", "100", *VARIANTS[variant]]
+    device = os.environ.get("BENCH_DEVICE", "cpu")  # bench_lib.DEVICE, without importing torch
+    cmd = [sys.executable, str(SCRIPT), "--clients", "100", "--device", device, *VARIANTS[variant]]
 
     def run():
         return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout

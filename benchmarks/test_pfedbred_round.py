@@ -4,7 +4,7 @@
 `auto` picks for this model)."""
 
 import pytest
-from bench_lib import NUM_CLASSES, federation
+from bench_lib import DEVICE, NUM_CLASSES, federation, synced
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.config import TrainConfig
@@ -21,7 +21,7 @@ STEPS = 20
 @pytest.mark.parametrize("ft", [False, True])
 def test_pfedbred_round(benchmark, ft):
     fed = federation(CLIENTS, per_client=100, shape=SHAPE)
-    model = build_model("pfedbred_dnn", SHAPE, NUM_CLASSES, init_seed=0)
+    model = build_model("pfedbred_dnn", SHAPE, NUM_CLASSES, init_seed=0).to(DEVICE)
     apply, p0 = make_apply(model), params_of(model)
     # Disabled (CI's plain run of each body): R = 2, the same code paths at a tenth of the cost.
     steps = STEPS if benchmark.enabled else 2
@@ -31,6 +31,6 @@ def test_pfedbred_round(benchmark, ft):
         kind="pfedbred_round", executor="vectorised", ft=ft, clients=CLIENTS, steps=steps
     )
     benchmark.pedantic(
-        run_rounds, (algo, apply, fed, cfg, Streams(0), p0), {"executor": "vectorised"},
+        synced(run_rounds), (algo, apply, fed, cfg, Streams(0), p0), {"executor": "vectorised"},
         rounds=3, warmup_rounds=1,
     )  # fmt: skip

@@ -2,7 +2,7 @@
 through each executor that runs the model; the summary prints bf16's speed-up over fp32."""
 
 import pytest
-from bench_lib import BATCH, PrecisionCase, engine_round
+from bench_lib import BATCH, DEVICE, PrecisionCase, engine_round
 
 # (arch, clients, samples per client): the small models at the round of test_round.py, the
 # image networks at 20 samples a client (two steps) to keep `make bench` short.
@@ -21,7 +21,8 @@ PARAMS = [
     for arch, clients, samples in CASES
     for executor in ("sequential", "vectorised")
     if not (executor == "vectorised" and arch in SEQUENTIAL_ONLY)
-    for precision in ("fp32", "bf16")
+    # tf32 switches on a CUDA device's tensor-core matmuls (an error elsewhere): GPU runs only.
+    for precision in ("fp32", "bf16", *(("tf32",) if DEVICE.type == "cuda" else ()))
 ]
 
 

@@ -5,7 +5,7 @@ and the vectorised TwoNN round at 100 clients per chunk size (how the default ch
 import dataclasses
 
 import pytest
-from bench_lib import BATCH, LR, SAMPLES_PER_CLIENT, RoundCase, engine_round
+from bench_lib import BATCH, LR, SAMPLES_PER_CLIENT, RoundCase, engine_round, synced
 from bench_naive import client_loaders, naive_round
 
 EXECUTORS = ("naive", "sequential", "vectorised")
@@ -39,6 +39,7 @@ def test_round(benchmark, arch, clients, executor):
     if executor == "naive":
         loaders = client_loaders(fed, cfg.batch_size)
 
+        @synced
         def fn():
             return naive_round(model, loaders, LR, cfg.local_epochs)
     else:

@@ -18,10 +18,18 @@ from fedbench.engine.functional import make_apply, params_of  # noqa: E402
 from fedbench.models import build_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+# FEDBENCH_TEST_DEVICE=cuda puts the tiny federation and model on that device (default cpu), so
+# the executor and precision tests run there (README: "On a GPU"); other tests stay on the CPU.
+TEST_DEVICE = torch.device(os.environ.get("FEDBENCH_TEST_DEVICE", "cpu"))
 
 
 def make_federation(
-    num_clients: int = 4, per_client: int = 12, dim: int = 6, classes: int = 3, seed: int = 0
+    num_clients: int = 4,
+    per_client: int = 12,
+    dim: int = 6,
+    classes: int = 3,
+    seed: int = 0,
+    device: torch.device | str = "cpu",
 ) -> Federation:
     """Linearly separable-ish toy data split evenly into clients with 75/25 train/test."""
     rng = np.random.default_rng(seed)
@@ -41,15 +49,15 @@ def make_federation(
         x_test,
         y_test,
         classes,
-        torch.device("cpu"),
+        torch.device(device),
     )
 
 
 @pytest.fixture
 def tiny():
-    """(federation, apply, initial params) for a 1-hidden-layer MLP on toy data."""
-    fed = make_federation()
-    model = build_model("mlp", (6,), 3, init_seed=1, hidden=5)
+    """(federation, apply, initial params) for a 1-hidden-layer MLP on toy data, on TEST_DEVICE."""
+    fed = make_federation(device=TEST_DEVICE)
+    model = build_model("mlp", (6,), 3, init_seed=1, hidden=5).to(TEST_DEVICE)
     return fed, make_apply(model), params_of(model)
 
 

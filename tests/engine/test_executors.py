@@ -48,7 +48,7 @@ def _fresh(p0):
 
     def fresh(client_id, round_=0):  # keyed (client,) or (client, round), as run_rounds keys it
         g = torch.Generator().manual_seed(100 + client_id + 1000 * round_)
-        return {k: 0.3 * torch.randn(v.shape, generator=g) for k, v in p0.items()}
+        return {k: 0.3 * torch.randn(v.shape, generator=g).to(v.device) for k, v in p0.items()}
 
     return fresh
 
