@@ -44,6 +44,20 @@ def tree_all_finite(a: Params) -> bool:
     return all(bool(torch.isfinite(v).all()) for v in a.values())
 
 
+def tree_to(tree, device: torch.device):
+    """`tree` (nested dicts, lists, tuples) with every tensor on `device`; other leaves as they
+    are. A tensor already there is returned itself, so sharing by identity survives. Algorithms
+    may build small tensors on the CPU (a learning rate, client ids, a QP's weights); the engine
+    moves what their hooks return onto the run's device."""
+    if isinstance(tree, torch.Tensor):
+        return tree.to(device)
+    if isinstance(tree, dict):
+        return {k: tree_to(v, device) for k, v in tree.items()}
+    if isinstance(tree, (list, tuple)):
+        return type(tree)(tree_to(v, device) for v in tree)
+    return tree
+
+
 def stack_trees(trees: list[Params]) -> Params:
     """Stack a list of parameter dicts along a new leading client axis."""
     return {k: torch.stack([t[k] for t in trees]) for k in trees[0]}

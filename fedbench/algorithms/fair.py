@@ -227,7 +227,7 @@ class FedMGDA(Algorithm):
     def aggregate(self, global_params, messages, server_state, ctx: ServerContext):
         flat = _flat(messages["delta"]).to(torch.float64)
         norms = flat.norm(dim=1, keepdim=True).clamp(min=1e-12)
-        lam = torch.as_tensor(fedmgda_weights(flat / norms, self.eps))
+        lam = torch.as_tensor(fedmgda_weights(flat / norms, self.eps), device=flat.device)
         coef = lam / norms.squeeze(1)
         up = _combine(messages["delta"], coef)
         eta, state = compensated_lr(self.server_lr, self.server_lr_compensation, ctx, server_state)

@@ -142,7 +142,9 @@ class PFedBreD(Algorithm):
         # θ_i, the envelope gradient of the client's last step (zero before any) and, with FT,
         # θ_i's fine-tuned copy (θ_i itself before any step): replaced at every local step.
         carry = {
-            "lr": torch.tensor(ctx.lr, dtype=torch.float64),
+            "lr": torch.tensor(
+                ctx.lr, dtype=torch.float64, device=next(iter(global_params.values())).device
+            ),
             "theta": client_state["theta"],
             "env": tree_zeros_like(global_params),
         }

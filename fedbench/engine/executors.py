@@ -18,7 +18,7 @@ from fedbench.engine.evaluate import client_losses
 from fedbench.engine.federation import Federation
 from fedbench.engine.local import local_train_carry
 from fedbench.rng import Streams
-from fedbench.tree import Apply, Params, stack_trees
+from fedbench.tree import Apply, Params, stack_trees, tree_to
 
 
 @dataclass(kw_only=True)
@@ -50,8 +50,13 @@ class RoundOutput:
     train_losses: torch.Tensor
 
 
-def stack_messages(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """Stack per-client messages: dict leaves become stacked trees, scalars a 1-D tensor."""
+def stack_messages(
+    messages: list[dict[str, Any]], device: torch.device | None = None
+) -> dict[str, Any]:
+    """Stack per-client messages: dict leaves become stacked trees, scalars a 1-D tensor; with
+    `device`, everything on it (a hook may build a message's tensors on the CPU)."""
+    if device is not None:
+        messages = [tree_to(m, device) for m in messages]
     out: dict[str, Any] = {}
     for key, first in messages[0].items():
         values = [m[key] for m in messages]
@@ -60,7 +65,7 @@ def stack_messages(messages: list[dict[str, Any]]) -> dict[str, Any]:
         elif isinstance(first, torch.Tensor):
             out[key] = torch.stack(values)
         else:
-            out[key] = torch.tensor(values, dtype=torch.float64)
+            out[key] = torch.tensor(values, dtype=torch.float64, device=device)
     return out
 
 
@@ -152,7 +157,7 @@ def client_noise(job: RoundJob, cid: int, ctx: ClientContext) -> torch.Tensor | 
     if not overrides(job.algo, "step_noise"):
         return None  # FedAvg's hook draws nothing: skip seeding a generator
     rng = job.streams.torch_generator("algorithm", job.round, cid)
-    return job.algo.step_noise(rng, ctx, job.global_params)
+    return tree_to(job.algo.step_noise(rng, ctx, job.global_params), job.fed.x.device)
 
 
 def client_draws(job: RoundJob, cid: int, num_steps: int) -> dict[str, torch.Tensor] | None:
@@ -188,7 +193,9 @@ class SequentialExecutor:
         for i, cid in enumerate(job.client_ids):
             batches, ctx = client_plan(job, cid)
             state = job.client_states[cid]
-            params, carry = job.algo.client_begin(job.global_params, job.server_state, state, ctx)
+            params, carry = tree_to(
+                job.algo.client_begin(job.global_params, job.server_state, state, ctx), fed.x.device
+            )
             noise = client_noise(job, cid, ctx)
             draws = client_draws(job, cid, len(batches))
             params, carry, loss = local_train_carry(
@@ -217,7 +224,9 @@ class SequentialExecutor:
             if ctx.pre_loss is not None:
                 message["pre_loss"] = ctx.pre_loss
             messages.append(message)
-        stacked = fedavg_messages(job, out) if stacked_end else stack_messages(messages)
+        stacked = (
+            fedavg_messages(job, out) if stacked_end else stack_messages(messages, fed.x.device)
+        )
         return RoundOutput(stacked, states, torch.stack(losses))
 
 

@@ -30,7 +30,7 @@ from fedbench.metrics import PACK_STATS, distribution_pack
 from fedbench.metrics.names import CLIENT_METRICS, OPTIONAL_METRICS
 from fedbench.metrics.objectives import CROSS_ENTROPY, build_objective, with_objective
 from fedbench.rng import Streams, init_streams
-from fedbench.tree import Apply, Params, tree_all_finite
+from fedbench.tree import Apply, Params, tree_all_finite, tree_to
 
 
 @dataclass
@@ -301,7 +301,8 @@ def run_rounds(
                 ),
             ),
             client_states={
-                i: algo.init_client_state(i, init_params, fresh_for(i)) for i in range(K)
+                i: tree_to(algo.init_client_state(i, init_params, fresh_for(i)), device)
+                for i in range(K)
             },
         )
     m = cfg.sampled_per_round(K)

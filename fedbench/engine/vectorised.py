@@ -47,7 +47,7 @@ from fedbench.engine.functional import adam_init, adam_step_, masks_refused, sgd
 from fedbench.engine.local import check_carry_keys, step_of
 from fedbench.engine.precision import compute_dtype
 from fedbench.metrics.objectives import CROSS_ENTROPY, objective_of
-from fedbench.tree import Params
+from fedbench.tree import Params, tree_to
 
 log = logging.getLogger("fedbench.engine")
 
@@ -68,11 +68,13 @@ def stack_shared(trees: list[Any], share: bool = True) -> tuple[Any, Any]:
     """
     flat = [tree_flatten(t) for t in trees]
     spec = flat[0][1]
+    # Python-number leaves join the trees' device (the CPU when the trees hold no tensor).
+    device = next((v.device for v in flat[0][0] if isinstance(v, torch.Tensor)), None)
     leaves, dims = [], []
     for i in range(len(flat[0][0])):
         column = [f[0][i] for f in flat]
         if not isinstance(column[0], torch.Tensor):
-            leaves.append(torch.tensor(column, dtype=torch.float32))
+            leaves.append(torch.tensor(column, dtype=torch.float32, device=device))
             dims.append(0)
         elif share and all(c is column[0] for c in column):
             leaves.append(column[0])
@@ -548,8 +550,11 @@ class VectorisedExecutor:
                 ctxs.append(client_context(job, cid, len(plan[0])))
             starts, carries = [], []
             for cid, ctx in zip(chunk_ids, ctxs):
-                p, c = algo.client_begin(
-                    job.global_params, job.server_state, job.client_states[cid], ctx
+                p, c = tree_to(
+                    algo.client_begin(
+                        job.global_params, job.server_state, job.client_states[cid], ctx
+                    ),
+                    fed.x.device,
                 )
                 starts.append(p)
                 carries.append(c)
@@ -585,7 +590,7 @@ class VectorisedExecutor:
         if stacked_end:
             stacked = fedavg_messages(job, out)
         else:
-            stacked = stack_messages(messages)
+            stacked = stack_messages(messages, fed.x.device)
         return RoundOutput(stacked, states, torch.cat(losses))
 
     def _stack_params(self, starts: list[Params], reuse: bool) -> Params:

@@ -7,6 +7,7 @@ none); run with `FEDBENCH_TEST_DEVICE=cuda` beside test_executors.py and test_pr
 import pytest
 import torch
 from conftest import make_federation
+from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.config import TrainConfig
@@ -30,9 +31,10 @@ def _setup(device, arch="mlp", shape=(6,), **model_kw):
 
 def _run(device, name="fedavg", executor="sequential", **cfg):
     fed, apply, p0 = _setup(device, hidden=5)
-    algo = build_algorithm(name)
+    algo = build_algorithm(name, **PARAMS.get(name, {}))
+    cfg = TrainConfig(**{**CFG, **CFG_FOR.get(name, {}), **cfg})
     return run_rounds(
-        algo, apply, fed, TrainConfig(**{**CFG, **cfg}), Streams(4), p0, executor=executor
+        algo, apply, fed, cfg, Streams(4), p0, executor=executor, fresh_init=_fresh(p0)
     )
 
 
