@@ -234,11 +234,10 @@ def fedavg_messages(job: RoundJob, deltas: dict[str, torch.Tensor]) -> dict[str,
     """The round's stacked messages of FedAvg's `client_end` from the stacked deltas: the
     clients' training-split sizes as weights and their pre-training losses if asked (float64,
     as `stack_messages` makes them)."""
-    ids = job.client_ids
-    stacked = {
-        "delta": deltas,
-        "weight": torch.tensor([float(len(job.fed.train[i])) for i in ids], dtype=torch.float64),
-    }
+    ids, dev = job.client_ids, job.fed.x.device
+    sizes = [float(len(job.fed.train[i])) for i in ids]
+    stacked = {"delta": deltas, "weight": torch.tensor(sizes, dtype=torch.float64, device=dev)}
     if job.pre_losses:
-        stacked["pre_loss"] = torch.tensor([job.pre_losses[i] for i in ids], dtype=torch.float64)
+        losses = [job.pre_losses[i] for i in ids]
+        stacked["pre_loss"] = torch.tensor(losses, dtype=torch.float64, device=dev)
     return stacked

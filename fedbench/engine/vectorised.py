@@ -60,7 +60,9 @@ def stack_pytrees(trees: list[Any]) -> Any:
     return stacked
 
 
-def stack_shared(trees: list[Any], share: bool = True) -> tuple[Any, Any]:
+def stack_shared(
+    trees: list[Any], share: bool = True, device: torch.device | None = None
+) -> tuple[Any, Any]:
     """Stack same-structured pytrees along axis 0; return (stacked, vmap in_dims).
 
     With `share`, a leaf that is the same tensor object in every tree (FedProx's anchor = the global
@@ -68,8 +70,9 @@ def stack_shared(trees: list[Any], share: bool = True) -> tuple[Any, Any]:
     """
     flat = [tree_flatten(t) for t in trees]
     spec = flat[0][1]
-    # Python-number leaves join the trees' device (the CPU when the trees hold no tensor).
-    device = next((v.device for v in flat[0][0] if isinstance(v, torch.Tensor)), None)
+    # Python-number leaves go to `device`, else to the trees' (the CPU where they hold no tensor).
+    if device is None:
+        device = next((v.device for v in flat[0][0] if isinstance(v, torch.Tensor)), None)
     leaves, dims = [], []
     for i in range(len(flat[0][0])):
         column = [f[0][i] for f in flat]
@@ -565,7 +568,7 @@ class VectorisedExecutor:
                 plan.rows.shape[0],
             )
             params = self._stack_params(starts, reuse=stacked_end)
-            carry, carry_dims = stack_shared(carries)
+            carry, carry_dims = stack_shared(carries, device=fed.x.device)
             noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device, algo.noise_is_schedule)
             final: dict[str, Any] = {}  # the carry entries that local steps updated (stacked)
             if chain is not None:
