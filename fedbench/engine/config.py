@@ -50,6 +50,12 @@ class TrainConfig:
     # At the final evaluation only, each personalised model's mean test loss per class on its own
     # split and on the union of the splits (pFedBreD Figs 3/9): K models x the whole test set.
     per_class_loss: bool = False
+    # DQN-Fed's rho_t (eq. 29): the share of the round's sampled clients whose full training loss
+    # under the global model did not rise from theta^t to theta^(t+1) (the model `global`
+    # evaluates); two extra loss passes over their training splits a round. Each record holds
+    # `improved_clients` (its round's share) and `improved_clients_rounds` (every round's since
+    # the previous record or a resume, oldest first).
+    improved_clients: bool = False
     # Seed of the `init` stream (global and client model initial weights) instead of the run's
     # seed: every seed of a grid then starts from the same weights and differs only in sampling
     # and batch order, as pFedBreD's release does its repetitions (one seed(2022), same init).
@@ -135,6 +141,8 @@ class TrainConfig:
             bad("memory_budget_mb", "must be a positive integer")
         if not isinstance(self.per_class_loss, bool):
             bad("per_class_loss", "must be true or false")
+        if not isinstance(self.improved_clients, bool):
+            bad("improved_clients", "must be true or false")
         if self.objective not in OBJECTIVES:
             bad("objective", f"must be one of {sorted(OBJECTIVES)}")
         if self.executor not in EXECUTORS:

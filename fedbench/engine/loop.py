@@ -312,11 +312,13 @@ def run_rounds(
         if on_record is not None:
             on_record(record)
 
+    improved: list[float] = []  # training.improved_clients: rho_t of the rounds since a record
     for t in range(state.round + 1, cfg.rounds + 1):
         state.round = t
         lr = cfg.lr_at(t)
         sampled = sample_clients(streams, t, K, m)
         train_ids = list(range(K)) if algo.train_all_clients else sampled
+        before = _global_losses(algo, apply, fed, cfg, state, sampled)
         with matmul_scope(cfg.precision, device):
             out = runner.run(
                 RoundJob(
@@ -349,6 +351,10 @@ def run_rounds(
             test=(fed.x_test, fed.y_test) if len(fed.x_test) else None,
         )
         _aggregate(algo, state, out, train_ids, sampled, server)
+        if before is not None:
+            after = _global_losses(algo, apply, fed, cfg, state, sampled)
+            share = sum(a <= b for a, b in zip(after, before)) / len(before)
+            improved.append(_round(share))
         train_loss = float(out.train_losses.mean())
         reason = _divergence(train_loss, state.global_params)
         if reason is not None:
@@ -357,7 +363,12 @@ def run_rounds(
             break
         if _evaluates(t, cfg):
             with matmul_scope(cfg.eval_precision, device):
-                emit(_eval_record(algo, apply, fed, state, cfg, streams, lr, train_loss))
+                record = _eval_record(algo, apply, fed, state, cfg, streams, lr, train_loss)
+            if improved:
+                record["improved_clients"] = improved[-1]
+                record["improved_clients_rounds"] = improved
+                improved = []
+            emit(record)
         if after_round is not None:
             after_round(state, train_loss)
     state.executor_info = runner.describe()
@@ -396,6 +407,26 @@ def _pre_losses(
         fed.weight,
     )
     return dict(zip(train_ids, losses))
+
+
+def _global_losses(
+    algo: Algorithm,
+    apply: Apply,
+    fed: Federation,
+    cfg: TrainConfig,
+    state: RunState,
+    clients: list[int],
+) -> list[float] | None:
+    """training.improved_clients: each of `clients`' full training loss under the model that
+    protocol `global` evaluates (None when not asked for)."""
+    if not cfg.improved_clients:
+        return None
+    g_apply, g_params = algo.eval_model(apply, state.global_params, state.server_state)
+    splits = [fed.train[i] for i in clients]
+    with torch.no_grad():
+        return client_losses(
+            g_apply, g_params, fed.x, fed.y, splits, cfg.eval_batch_size, fed.weight
+        )
 
 
 def _aggregate(
