@@ -20,7 +20,10 @@ ROUNDS = 10
 # cross-silo / few-sampled-client rules: at 10,000 clients their matrices alone take 800 MB.
 MAX_CLIENTS = {"aaggff_s": 1_000, "aaggff_s_prox": 1_000, "fedmgda": 1_000}
 # Rules whose generic message (no local step taken) is degenerate, timed in their own file.
-OWN_BENCHMARK = {"dqnfed": "without local steps its gradients are 0; test_dqnfed.py times it"}
+OWN_BENCHMARK = {
+    "dqnfed": "without local steps its gradients are 0; test_dqnfed.py times it",
+    "fedlf": "without local steps its gradients are 0; test_fedlf.py times it",
+}
 
 
 def rules() -> list[tuple[str, list[str]]]:

@@ -56,6 +56,7 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         # DQN-Fed (specs/qffl-dqnfed.md Part B) and its baseline FedHEAL (§B.4).
         "dqnfed": "fedbench.algorithms.dqnfed:DQNFed",
         "fedheal": "fedbench.algorithms.fedheal:FedHEAL",
+        "fedlf": "fedbench.algorithms.fedlf:FedLF",
     }
 )
 

@@ -38,6 +38,7 @@ PARAMS = {
 # Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {
     "dqnfed": {"local_epochs": 1},  # E > 1 is refused (not built yet)
+    "fedlf": {"local_epochs": 1},  # clients send one pass's full gradient, no local training
     "aaggff_s": {"clients_per_round": 4},
     "aaggff_s_prox": {"clients_per_round": 4},
 }
