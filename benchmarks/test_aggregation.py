@@ -23,6 +23,7 @@ MAX_CLIENTS = {"aaggff_s": 1_000, "aaggff_s_prox": 1_000, "fedmgda": 1_000}
 OWN_BENCHMARK = {
     "dqnfed": "without local steps its gradients are 0; test_dqnfed.py times it",
     "fedlf": "without local steps its gradients are 0; test_fedlf.py times it",
+    "fednl": "an elementwise step; its cost is the clients' Hessian-vector products",
 }
 
 

@@ -57,6 +57,7 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "dqnfed": "fedbench.algorithms.dqnfed:DQNFed",
         "fedheal": "fedbench.algorithms.fedheal:FedHEAL",
         "fedlf": "fedbench.algorithms.fedlf:FedLF",
+        "fednl": "fedbench.algorithms.fednl:FedNL",
         # The q-FFL preprint's Algorithm 1 (specs/qffl-dqnfed.md Part A).
         "qffl_localpow": "fedbench.algorithms.qffl_localpow:QFFLLocalPow",
     }

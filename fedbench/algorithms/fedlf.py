@@ -116,57 +116,11 @@ def rescale(d: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FedLF(Algorithm):
-    """FedLF: a layer-wise min-norm direction over the clients' full gradients, a fairness row
-    and recent clients' gradients; one server step a round, no local training."""
+class FullGradientPass(Algorithm):
+    """Clients that do not train: one pass over their batches at θ^t sums the batch-size-weighted
+    gradients and losses, and the message is the full local gradient and loss (FedLF, FedNL)."""
 
-    name: ClassVar[str] = "fedlf"
     carry_updates: ClassVar[bool] = True
-    server_scalars: ClassVar[tuple[str, ...]] = ("update_norm", "history_rows")
-
-    # -- server ----------------------------------------------------------------------------
-    def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
-        # seen[k]: the round client k last took part in (-1: never); last[k]: its gradient then.
-        return {"seen": {}, "last": {}, "update_norm": float("nan"), "history_rows": 0.0}
-
-    def aggregate(
-        self,
-        global_params: Params,
-        messages: dict[str, Any],
-        server_state: State,
-        ctx: ServerContext,
-    ) -> tuple[Params, State]:
-        keys = list(global_params)
-        grads = torch.cat([messages["grad"][k].flatten(1) for k in keys], dim=1)
-        losses = messages["loss"]
-        ids = list(ctx.client_ids)
-        seen, last = dict(server_state["seen"]), dict(server_state["last"])
-        history = None
-        if len(seen) > len(ids):  # some client has dropped out since it was last seen
-            tau = len(seen) // len(ids)
-            rows = [last[k] for k in sorted(seen) if k not in ids and ctx.round - seen[k] <= tau]
-            history = torch.stack(rows) if rows else None
-        layers, start = [], 0
-        for k in keys:
-            layers.append(slice(start, start + global_params[k].numel()))
-            start += global_params[k].numel()
-        d = rescale(fedlf_direction(grads, losses, history, layers), grads)
-        new = {
-            k: v - ctx.lr * d[sl].reshape(v.shape).to(v.dtype)
-            for (k, v), sl in zip(global_params.items(), layers)
-        }
-        for row, k in enumerate(ids):
-            seen[k], last[k] = ctx.round, grads[row]
-        state = {
-            "seen": seen,
-            "last": last,
-            "update_norm": float(ctx.lr * d.norm()),
-            "history_rows": float(0 if history is None else len(history)),
-        }
-        return new, state
-
-    def server_metrics(self, server_state: State) -> dict[str, float]:
-        return {k: float(server_state[k]) for k in self.server_scalars}
 
     # -- clients ---------------------------------------------------------------------------
     def client_begin(
@@ -174,8 +128,8 @@ class FedLF(Algorithm):
     ) -> tuple[Params, State]:
         if ctx.steps_per_epoch and ctx.num_steps > ctx.steps_per_epoch:
             raise ValueError(
-                "fedlf: clients send their full gradient at θ^t (one pass, no local training); "
-                "set training.local_epochs: 1"
+                f"{self.name}: clients send their full gradient at θ^t (one pass, no local "
+                "training); set training.local_epochs: 1"
             )
         device = next(iter(global_params.values())).device
         carry = {
@@ -223,3 +177,56 @@ class FedLF(Algorithm):
         n = carry["n"].clamp(min=1.0)
         grad = {k: v / n for k, v in carry["g"].items()}
         return {"grad": grad, "loss": carry["loss_sum"] / n}, client_state
+
+
+@dataclass(frozen=True)
+class FedLF(FullGradientPass):
+    """FedLF: a layer-wise min-norm direction over the clients' full gradients, a fairness row
+    and recent clients' gradients; one server step a round, no local training."""
+
+    name: ClassVar[str] = "fedlf"
+    server_scalars: ClassVar[tuple[str, ...]] = ("update_norm", "history_rows")
+
+    # -- server ----------------------------------------------------------------------------
+    def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
+        # seen[k]: the round client k last took part in (-1: never); last[k]: its gradient then.
+        return {"seen": {}, "last": {}, "update_norm": float("nan"), "history_rows": 0.0}
+
+    def aggregate(
+        self,
+        global_params: Params,
+        messages: dict[str, Any],
+        server_state: State,
+        ctx: ServerContext,
+    ) -> tuple[Params, State]:
+        keys = list(global_params)
+        grads = torch.cat([messages["grad"][k].flatten(1) for k in keys], dim=1)
+        losses = messages["loss"]
+        ids = list(ctx.client_ids)
+        seen, last = dict(server_state["seen"]), dict(server_state["last"])
+        history = None
+        if len(seen) > len(ids):  # some client has dropped out since it was last seen
+            tau = len(seen) // len(ids)
+            rows = [last[k] for k in sorted(seen) if k not in ids and ctx.round - seen[k] <= tau]
+            history = torch.stack(rows) if rows else None
+        layers, start = [], 0
+        for k in keys:
+            layers.append(slice(start, start + global_params[k].numel()))
+            start += global_params[k].numel()
+        d = rescale(fedlf_direction(grads, losses, history, layers), grads)
+        new = {
+            k: v - ctx.lr * d[sl].reshape(v.shape).to(v.dtype)
+            for (k, v), sl in zip(global_params.items(), layers)
+        }
+        for row, k in enumerate(ids):
+            seen[k], last[k] = ctx.round, grads[row]
+        state = {
+            "seen": seen,
+            "last": last,
+            "update_norm": float(ctx.lr * d.norm()),
+            "history_rows": float(0 if history is None else len(history)),
+        }
+        return new, state
+
+    def server_metrics(self, server_state: State) -> dict[str, float]:
+        return {k: float(server_state[k]) for k in self.server_scalars}

@@ -34,11 +34,15 @@ PARAMS = {
     # FedEvg's server step at β = 10 turns a rounding difference that flips one logit's sign
     # into a jump across [0, 1] (tests/algorithms/test_fedevg.py); a small β compares the rules.
     "fedevg": {"beta_start": 0.05, "beta_end": 0.05, "spc": 2, "synthetic_batch": 4, "fid": "none"},
+    # FedNL's default μ = 1e-3 divides the gradient by ~1e-3 where the diagonal estimate is 0:
+    # steps of ~1e3 x the gradient make any two float32 runs part. μ = 10 compares the rules.
+    "fednl": {"mu": 10.0},
 }
 # Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {
     "dqnfed": {"local_epochs": 1},  # E > 1 is refused (not built yet)
     "fedlf": {"local_epochs": 1},  # clients send one pass's full gradient, no local training
+    "fednl": {"local_epochs": 1},
     "aaggff_s": {"clients_per_round": 4},
     "aaggff_s_prox": {"clients_per_round": 4},
 }
