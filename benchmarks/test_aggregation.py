@@ -24,6 +24,7 @@ OWN_BENCHMARK = {
     "dqnfed": "without local steps its gradients are 0; test_dqnfed.py times it",
     "fedlf": "without local steps its gradients are 0; test_fedlf.py times it",
     "fednl": "an elementwise step; its cost is the clients' Hessian-vector products",
+    "fednew": "a mean of the clients' solutions; its cost is their CG Hessian-vector products",
 }
 
 

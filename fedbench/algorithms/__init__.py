@@ -58,6 +58,7 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "fedheal": "fedbench.algorithms.fedheal:FedHEAL",
         "fedlf": "fedbench.algorithms.fedlf:FedLF",
         "fednl": "fedbench.algorithms.fednl:FedNL",
+        "fednew": "fedbench.algorithms.fednew:FedNew",
         # The q-FFL preprint's Algorithm 1 (specs/qffl-dqnfed.md Part A).
         "qffl_localpow": "fedbench.algorithms.qffl_localpow:QFFLLocalPow",
     }

@@ -37,12 +37,16 @@ PARAMS = {
     # FedNL's default μ = 1e-3 divides the gradient by ~1e-3 where the diagonal estimate is 0:
     # steps of ~1e3 x the gradient make any two float32 runs part. μ = 10 compares the rules.
     "fednl": {"mu": 10.0},
+    # FedNew's CG assumes H + ρI positive definite; the tiny MLP's Hessian is indefinite at ρ = 1
+    # and CG's steps then blow up. ρ = 10 keeps the system definite.
+    "fednew": {"rho": 10.0},
 }
 # Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {
     "dqnfed": {"local_epochs": 1},  # E > 1 is refused (not built yet)
     "fedlf": {"local_epochs": 1},  # clients send one pass's full gradient, no local training
     "fednl": {"local_epochs": 1},
+    "fednew": {"local_epochs": None, "local_steps": 1},  # one Newton-system solve a round
     "aaggff_s": {"clients_per_round": 4},
     "aaggff_s_prox": {"clients_per_round": 4},
 }
