@@ -6,7 +6,6 @@ none); run with `FEDBENCH_TEST_DEVICE=cuda` beside test_executors.py and test_pr
 
 import pytest
 import torch
-from conftest import make_federation
 from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import build_algorithm
@@ -23,14 +22,11 @@ CFG = dict(rounds=3, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=3, 
 CUDA = torch.device("cuda")
 
 
-def _setup(device, arch="mlp", shape=(6,), **model_kw):
-    fed = make_federation(device=device, dim=shape[0] if len(shape) == 1 else 6)
-    model = build_model(arch, shape, 3, init_seed=1, **model_kw).to(device)
-    return fed, make_apply(model), params_of(model)
-
-
-def _run(device, name="fedavg", executor="sequential", **cfg):
-    fed, apply, p0 = _setup(device, hidden=5)
+def _run(make, device, name="fedavg", executor="sequential", **cfg):
+    """`make`: the federation_factory fixture (tests/conftest.py)."""
+    fed = make(device=device)
+    model = build_model("mlp", (6,), 3, init_seed=1, hidden=5).to(device)
+    apply, p0 = make_apply(model), params_of(model)
     algo = build_algorithm(name, **PARAMS.get(name, {}))
     cfg = TrainConfig(**{**CFG, **CFG_FOR.get(name, {}), **cfg})
     return run_rounds(
@@ -40,9 +36,9 @@ def _run(device, name="fedavg", executor="sequential", **cfg):
 
 @pytest.mark.parametrize("executor", ["sequential", "vectorised"])
 @pytest.mark.parametrize("name", ["fedavg", "fedprox", "scaffold", "qfedavg", "superfed", "dqnfed"])
-def test_a_cuda_run_moves_the_weights_as_the_cpu_run_does(name, executor):
-    cpu = _run(torch.device("cpu"), name, executor)
-    gpu = _run(CUDA, name, executor)
+def test_a_cuda_run_moves_the_weights_as_the_cpu_run_does(name, executor, federation_factory):
+    cpu = _run(federation_factory, torch.device("cpu"), name, executor)
+    gpu = _run(federation_factory, CUDA, name, executor)
     for k, v in cpu.global_params.items():
         assert gpu.global_params[k].device.type == "cuda"
         diff = (gpu.global_params[k].cpu() - v).abs().max().item()
@@ -50,17 +46,20 @@ def test_a_cuda_run_moves_the_weights_as_the_cpu_run_does(name, executor):
 
 
 @pytest.mark.parametrize("executor", ["sequential", "vectorised"])
-def test_a_cuda_run_repeats_bit_for_bit(executor):
-    a, b = _run(CUDA, executor=executor), _run(CUDA, executor=executor)
+def test_a_cuda_run_repeats_bit_for_bit(executor, federation_factory):
+    a = _run(federation_factory, CUDA, executor=executor)
+    b = _run(federation_factory, CUDA, executor=executor)
     for k in a.global_params:
         assert torch.equal(a.global_params[k], b.global_params[k]), k
 
 
 @pytest.mark.parametrize("precision", ["tf32", "bf16"])
-def test_tf32_and_bf16_keep_float32_master_weights_and_restore_the_switches(precision):
+def test_tf32_and_bf16_keep_float32_master_weights_and_restore_the_switches(
+    precision, federation_factory
+):
     before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
-    fp32 = _run(CUDA)
-    low = _run(CUDA, precision=precision)
+    fp32 = _run(federation_factory, CUDA)
+    low = _run(federation_factory, CUDA, precision=precision)
     assert (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32) == before
     assert {v.dtype for v in low.global_params.values()} == {torch.float32}
     flat = lambda s: torch.cat([v.flatten() for _, v in sorted(s.global_params.items())])  # noqa: E731

@@ -3,7 +3,6 @@ bfloat16's rounding; master weights, optimiser state and client states stay floa
 
 import pytest
 import torch
-from conftest import make_federation
 from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
@@ -120,9 +119,9 @@ def test_a_bad_value_names_the_key_and_the_valid_ones(key):
         TrainConfig(**CFG, **{key: "fp16"})
 
 
-def test_tf32_on_the_cpu_is_an_error_that_says_what_to_use(tiny):
+def test_tf32_on_the_cpu_is_an_error_that_says_what_to_use(tiny, federation_factory):
     _, apply, p0 = tiny
-    fed = make_federation()  # on the CPU also where FEDBENCH_TEST_DEVICE puts `tiny` on a GPU
+    fed = federation_factory()  # on the CPU also where FEDBENCH_TEST_DEVICE puts `tiny` on a GPU
     p0 = {k: v.cpu() for k, v in p0.items()}
     cfg = TrainConfig(**CFG, precision="tf32")
     with pytest.raises(ValueError, match=r"training\.precision: tf32 .*CUDA.*cpu.*fp32.*bf16"):
