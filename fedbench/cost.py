@@ -954,6 +954,8 @@ def main(argv: list[str] | None = None) -> int:
             took = "cached" if timing and not missing else f"{time.perf_counter() - t0:.1f}s"
             _log(f"[{i + 1}/{len(cells)}] {cell.label}: {error or 'ok'} ({took})")
         rows.append(cell_row(cell, timing, error))
+        if i in chosen:  # after each timed cell, so a stopped estimate keeps what it timed
+            write_text(out, to_csv(rows + [cell_row(c) for c in cells[i + 1 :]]))
 
     timed = [r for r in rows if r["status"] == "timed"]
     total = sum(r["total_hours"] for r in timed)

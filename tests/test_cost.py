@@ -224,6 +224,27 @@ def test_untimed_cells_are_listed_with_their_error(tmp_path, monkeypatch, capsys
     assert rows[0]["status"] == "error" and rows[1]["status"] == "not timed"
 
 
+def test_a_stopped_estimate_keeps_the_cells_it_timed(tmp_path, monkeypatch, catalog):
+    grid = load_grid(ROOT / "config" / "papers" / "quick.yaml", catalog)
+    first = cost.group_cells(catalog, grid, "quick")[0]
+    calls = []
+
+    def once_then_stop(cell, *args, **kwargs):
+        calls.append(cell.label)
+        if len(calls) > 1:
+            raise KeyboardInterrupt  # the user stops a long estimate
+        return cost.Timing({p: 1.0 for p in cell.phase_rounds}, 0.5, "sequential")
+
+    monkeypatch.setattr(cost, "time_cell", once_then_stop)
+    out = tmp_path / "cost.csv"
+    with pytest.raises(KeyboardInterrupt):
+        cost.main(["quick", "--limit", "3", "--config", str(CONFIG), "--out", str(out)])
+    rows = list(csv.DictReader(out.open()))
+    assert rows[0]["cell"] == first.label and rows[0]["status"] == "timed"
+    assert {r["status"] for r in rows[1:]} == {"not timed"}
+    assert len(rows) == len(cost.group_cells(catalog, grid, "quick"))
+
+
 def test_end_to_end_on_the_quick_grid(tmp_path, capsys):
     out = tmp_path / "cost.csv"
     cost.main(
