@@ -100,7 +100,9 @@ def partition(data: str | Path, spec: dict[str, Any], seed: int, out: str | Path
     with _job(log, [out]):
         ds = load_dataset(data)
         rng = Streams(int(seed)).generator("partition")
-        part = make_partition(ds.y_train, ds.groups, spec, rng, ds.num_classes)
+        part = make_partition(
+            ds.y_train, ds.groups, spec, rng, ds.num_classes, official_test=ds.official_test
+        )
         save_partition(out, part)
         logging.info("%d clients, sizes %s", len(part.train), [len(t) for t in part.train])
 

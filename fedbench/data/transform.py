@@ -1,10 +1,12 @@
 """Dataset-level transforms a paper's data scripts apply before partitioning.
 
 `pool: merged` joins the official training and test sets into one pool (no global test set), as
-pFedBreD's generators do before their per-client 75/25 split. `standardise` rescales the pixels
-over every image the scripts saw (the merged 70k on MNIST / Fashion-MNIST): `global` one mean and
-std, `per_pixel` one per input position (both with the scripts' +0.001 in the denominator), `half`
-(x - 0.5) / 0.5 (torchvision's Normalize((0.5,), (0.5,))), `none`.
+pFedBreD's generators do before their per-client 75/25 split; the pool marks which rows came
+from the official test split (`ArrayDataset.official_test`), so a partition may keep them as the
+clients' test splits (`test_split: official`, the q-FFL Fashion-MNIST protocol). `standardise`
+rescales the pixels over every image the scripts saw (the merged 70k on MNIST / Fashion-MNIST):
+`global` one mean and std, `per_pixel` one per input position (both with the scripts' +0.001 in
+the denominator), `half` (x - 0.5) / 0.5 (torchvision's Normalize((0.5,), (0.5,))), `none`.
 
 `resize_images` is the image sources' load-time `resize` parameter (CIFAR, the MNIST family):
 it runs inside `Source.load`, before any of the above, so a prepared dataset holds the resized
@@ -86,10 +88,16 @@ def apply_transform(ds: ArrayDataset, transform: dict[str, Any] | None) -> Array
     if t == {k: c[0] for k, c in TRANSFORM_CHOICES.items()}:
         return ds
     x_train, y_train, x_test, y_test = ds.x_train, ds.y_train, ds.x_test, ds.y_test
-    groups = ds.groups
+    groups, official_test = ds.groups, ds.official_test
     if t["pool"] == "merged":
         if groups is not None and len(y_test):
             raise ValueError(f"dataset {ds.name}: pool merged needs a dataset without groups")
+        official_test = np.concatenate(
+            [
+                np.zeros(len(y_train), dtype=bool) if official_test is None else official_test,
+                np.ones(len(y_test), dtype=bool),
+            ]
+        )
         x_train = np.concatenate([x_train, x_test])
         y_train = np.concatenate([y_train, y_test])
         x_test, y_test = x_test[:0], y_test[:0]
@@ -114,5 +122,6 @@ def apply_transform(ds: ArrayDataset, transform: dict[str, Any] | None) -> Array
         x_test=scale(x_test),
         y_test=y_test,
         groups=groups,
+        official_test=official_test,
         provenance=f"{ds.provenance}; transform: {what}",
     )

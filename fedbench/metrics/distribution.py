@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 
@@ -18,6 +19,18 @@ PACK_STATS = (
     "worst10_release",
     "best10_release",
 )
+
+
+# A table cell may read one client's own value instead of a pack stat: `client<k>` (client id k;
+# DQN-Fed's Table 9 prints each of its three class-clients' accuracy). Read from the run's
+# per-client values, not stored in the pack.
+CLIENT_STAT = re.compile(r"client(\d+)")
+
+
+def client_stat(stat: str) -> int | None:
+    """The client id k of a per-client stat `client<k>`, else None."""
+    match = CLIENT_STAT.fullmatch(str(stat))
+    return int(match.group(1)) if match else None
 
 
 def gini(values: np.ndarray) -> float:

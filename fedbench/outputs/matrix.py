@@ -21,6 +21,7 @@ from fedbench.cells import (
 )
 from fedbench.config import ConfigError
 from fedbench.metrics import PACK_STATS
+from fedbench.metrics.distribution import client_stat
 from fedbench.metrics.names import CLIENT_METRICS
 from fedbench.outputs.base import OutputKind
 
@@ -81,8 +82,11 @@ def _check_quantities(where: str, out: dict[str, Any]) -> None:
     for entry in (out, *out["rows"], *out["columns"]):
         place = where if entry is out else f"{where} entry {entry.get('id')!r}"
         protocol, stat = entry.get("protocol"), entry.get("stat")
-        if stat is not None and stat not in (*PACK_STATS, "value"):
-            raise ConfigError(f"{place}.stat: {stat!r} is not one of {list(PACK_STATS)}")
+        if stat is not None and stat not in (*PACK_STATS, "value") and client_stat(stat) is None:
+            raise ConfigError(
+                f"{place}.stat: {stat!r} is not one of {list(PACK_STATS)} or client<k> (client "
+                "id k's own value)"
+            )
         if protocol == "global_test" and stat not in (None, "value"):
             raise ConfigError(f"{place}.stat: protocol global_test takes stat 'value'")
         metric = entry.get("metric")

@@ -13,6 +13,7 @@ import pandas as pd
 import yaml
 
 from fedbench.io import read_jsonl, rewrite_advice
+from fedbench.metrics.distribution import client_stat
 
 RUN_KEYS = ("scale", "dataset", "partition", "model", "algorithm", "seed")
 RUN_FRAME_COLUMNS = (
@@ -186,8 +187,30 @@ def record_values(record: dict[str, Any]) -> Iterable[tuple[str, str, str, float
         yield SERVER, name, VALUE, _finite(value)
 
 
+def client_value(record: dict[str, Any], protocol: str, metric: str, client: int) -> float | None:
+    """One client's own value of a metric under a protocol in one ok record (None: not there)."""
+    res = record["clients"].get(protocol) or {}
+    ids, values = res.get("ids", []), res.get(metric)
+    if values is None or client not in ids:
+        return None
+    return _finite(values[ids.index(client)])
+
+
 def run_series(run: RunData, protocol: str, metric: str, stat: str) -> pd.Series:
-    """One quantity over the evaluated rounds (index: round); error if the run never has it."""
+    """One quantity over the evaluated rounds (index: round); error if the run never has it.
+    A stat `client<k>` reads client k's own value (`fedbench.metrics.distribution.client_stat`)."""
+    client = client_stat(stat)
+    if client is not None:
+        found = ((r["round"], client_value(r, protocol, metric, client)) for r in run.ok_records)
+        points = {rd: v for rd, v in found if v is not None}
+        if not points and run.ok_records:
+            raise RunDataError(
+                f"{run.run_dir}: no {protocol}/{metric} value of client {client} in "
+                "metrics.jsonl (stat client<k> reads client id k's own value)"
+            )
+        return pd.Series(points, name=f"{protocol}/{metric}/{stat}", dtype="float64").rename_axis(
+            "round"
+        )
     points = {
         r["round"]: v
         for r in run.ok_records

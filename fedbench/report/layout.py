@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedbench.metrics import PACK_STATS
+from fedbench.metrics.distribution import client_stat
 from fedbench.report.collect import GLOBAL_TEST, SERVER, TRAIN, VALUE, RunData, load_run
 
 SCALES = ("paper", "quick", "smoke")
@@ -120,8 +121,11 @@ def _check_quantity(where: str, q: Quantity | CellLayout) -> None:
     if q.protocol in (GLOBAL_TEST, TRAIN, SERVER):
         if q.stat != VALUE:
             raise LayoutError(f"{where}: protocol {q.protocol!r} needs stat 'value'")
-    elif q.stat not in PACK_STATS:
-        raise LayoutError(f"{where}: unknown stat {q.stat!r}; valid: {list(PACK_STATS)}")
+    elif q.stat not in PACK_STATS and client_stat(q.stat) is None:
+        raise LayoutError(
+            f"{where}: unknown stat {q.stat!r}; valid: {list(PACK_STATS)} or client<k> "
+            "(client id k's own value)"
+        )
 
 
 def check_layout(spec: CellLayout) -> None:

@@ -164,6 +164,7 @@ def test_make_partition_rejects_bad_specs(spec, needle):
 
 def test_registry_kinds():
     assert sorted(PARTITIONERS) == [
+        "by_label",
         "dirichlet",
         "dirichlet_capped",
         "dirichlet_equal",
