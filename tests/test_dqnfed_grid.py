@@ -50,12 +50,12 @@ def test_the_grid_names_table9_its_selection_and_checks(grid):
 
 def test_run_counts(grid, catalog):
     # Table 9: 6 rows (q-FFL under both selections) x seeds 0-4; the selection: 18 settings on
-    # seed 0; the checks: 4 settings of their own x seeds 0-2 (their FedAvg row is Table 9's)
+    # seed 0; the checks: 5 settings of their own x seeds 0-2 (their FedAvg row is Table 9's)
     runs = all_runs(grid, catalog, "paper")
-    assert len(runs) == 30 + 18 + 12
+    assert len(runs) == 30 + 18 + 15
     table = {r for cell in cells(grid, "tables", "table9", catalog, "paper").values() for r in cell}
     assert len(table) == 30 and {r.seed for r in table} == {0, 1, 2, 3, 4}
-    assert len(all_runs(grid, catalog, "smoke")) == 6 + 18 + 4  # one seed at the smoke scale
+    assert len(all_runs(grid, catalog, "smoke")) == 6 + 18 + 5  # one seed at the smoke scale
 
 
 def test_table9_cells_run_the_papers_settings(grid, catalog):
@@ -135,7 +135,7 @@ def test_snakemake_dry_run_lists_every_job():
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", log, re.M))
-    assert counts["train"] == "60" and counts["table"] == "3", log[-2000:]
+    assert counts["train"] == "63" and counts["table"] == "3", log[-2000:]
     assert counts["prepare"] == "4" and counts["partition"] == "12", log[-2000:]
 
 
@@ -158,5 +158,6 @@ def test_checks_change_one_setting_each(grid, catalog):
         "fedavg-raw": "table9/fedavg",
         "fedavg-32": "table9/fedavg",
         "fedavg-r299": "table9/fedavg",
+        "qffl-q2": "table9/qffl",
         "dqnfed-s1": "table9/dqnfed",
     }
