@@ -21,8 +21,19 @@ How it differs from FedAvg, hook by hook (E = 1, the setting of every table but 
   an opt-in ablation, B-D26). Logged each round: η = Σ‖g̃_k‖⁻², ‖u‖, min/max d̃_k, the Gram
   condition number and any ridge the solve needed.
 
-E > 1 (FEMNIST's E = 2: curvature pairs along local SGD epochs, B-D4/B-D5) is not built yet and
-is refused with that message.
+E > 1 (FEMNIST's E = 2; B.3.7, B-D3/B-D4/B-D5): the client runs 2E − 1 engine epochs
+(`local_epochs`), a frozen pass, then E − 1 times one epoch of local SGD (the run's optimiser and
+lr) followed by a frozen pass at the new iterate θ̂^e. Pass 0 gives the pair (θ^t − θ^{t−1},
+ḡ(θ^t) − ḡ(θ^{t−1})) as at E = 1; pass e the pair (θ̂^e − θ̂^{e−1}, ḡ(θ̂^e) − ḡ(θ̂^{e−1})), each
+kept under the same curvature guard; d̃ uses every kept pair (the matrix after all E updates,
+B-D3). The gradient sent is `send: last_grad` (Alg. 1's ∇f(θ̂^E), the default) or
+`pseudo_grad` = (θ^t − θ̂^E) / (η · SGD steps) (Appendix B.2's reading); d̃ is the gradient's
+sent form's decrement. The steps' roles are per-step 0/1 marks (`step_noise`: column 0 = an SGD
+step, column 1 + e = a step of pass e), so both executors run it; every step computes the
+gradients at its parameters and at θ^{t−1} and the engine's gradient, masked by role, so a round
+costs about 3 (2E − 1) batch gradients a step of data against E = 1's 2. Each pass's gradient
+is the unweighted mean of its batches' gradients, as at E = 1; batches are drawn afresh each
+epoch, so passes see the same samples in other batches (the same gradient at full batch).
 """
 
 from __future__ import annotations
@@ -45,6 +56,8 @@ from fedbench.algorithms.base import (
 from fedbench.algorithms.dqnfed_math import BFGS_FORMS, curvature_ok, decrement, min_norm_step
 from fedbench.tree import Apply, Params, tree_zeros_like
 
+SENDS = ("last_grad", "pseudo_grad")  # B-D5: what a client sends when E > 1
+
 
 def _flat(tree: Params, keys: list[str]) -> torch.Tensor:
     return torch.cat([tree[k].reshape(-1) for k in keys])
@@ -66,6 +79,7 @@ class DQNFed(Algorithm):
     )
 
     bfgs_form: str = "inverse"
+    send: str = "last_grad"
     server_lr_scale: float = 1.0
     max_update_norm: float | None = None
     ridge_eps: float = 0.0
@@ -75,6 +89,8 @@ class DQNFed(Algorithm):
             raise ValueError(
                 f"dqnfed: bfgs_form must be one of {BFGS_FORMS} (got {self.bfgs_form!r})"
             )
+        if self.send not in SENDS:
+            raise ValueError(f"dqnfed: send must be one of {SENDS} (got {self.send!r})")
         if not self.server_lr_scale > 0:
             raise ValueError(f"dqnfed: server_lr_scale must be > 0 (got {self.server_lr_scale!r})")
         if self.max_update_norm is not None and not self.max_update_norm > 0:
@@ -126,14 +142,20 @@ class DQNFed(Algorithm):
         return {k: float(server_state[k]) for k in self.server_scalars}
 
     # -- clients ---------------------------------------------------------------------------
+    def local_epochs(self, epochs: int) -> int:
+        return 2 * epochs - 1  # E = 1: one frozen pass; else pass, (SGD epoch, pass) x (E - 1)
+
+    @staticmethod
+    def _passes(ctx: ClientContext) -> int:
+        """E, the client's number of frozen passes, from its 2E − 1 engine epochs (1 when local
+        training counts steps: one frozen pass over that many batches)."""
+        if not ctx.steps_per_epoch:
+            return 1
+        return (ctx.num_steps // ctx.steps_per_epoch + 1) // 2
+
     def client_begin(
         self, global_params: Params, server_state: State, client_state: State, ctx: ClientContext
     ) -> tuple[Params, State]:
-        if ctx.steps_per_epoch and ctx.num_steps > ctx.steps_per_epoch:
-            raise ValueError(
-                "dqnfed: local_epochs > 1 (curvature pairs along local SGD epochs, FEMNIST's "
-                "E = 2) is not implemented yet; set training.local_epochs: 1"
-            )
         device = next(iter(global_params.values())).device
         carry = {
             "prev": server_state["prev"],
@@ -142,32 +164,70 @@ class DQNFed(Algorithm):
             "count": torch.zeros((), device=device),
             "loss": torch.zeros((), device=device),
         }
+        for e in range(1, self._passes(ctx)):  # pass e's gradient sum, count and iterate
+            carry[f"g{e}"] = tree_zeros_like(global_params)
+            carry[f"count{e}"] = torch.zeros((), device=device)
+            carry[f"x{e}"] = tree_zeros_like(global_params)
         return dict(global_params), carry
+
+    def step_noise(
+        self, rng: torch.Generator, ctx: ClientContext, global_params: Params
+    ) -> torch.Tensor | None:
+        """E > 1: each step's role, [SGD, pass 0, ..., pass E−1] marks (deterministic)."""
+        passes = self._passes(ctx)
+        if passes == 1:
+            return None
+        epoch = torch.arange(ctx.num_steps) // ctx.steps_per_epoch
+        marks = torch.zeros(ctx.num_steps, 1 + passes)
+        marks[:, 0] = (epoch % 2 == 1).float()
+        for e in range(passes):
+            marks[:, 1 + e] = (epoch == 2 * e).float()
+        return marks
 
     def before_step(
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
     ) -> State:
-        """The batch's gradients at θ^t and θ^{t−1}, added to the pass's sums."""
+        """The batch's gradients at θ^t and θ^{t−1}, added to the pass's sums (E > 1: at the
+        step's parameters, into the sums of the pass the step belongs to)."""
 
         def loss(p: Params) -> torch.Tensor:
             return self.data_loss(apply, p, batch)
 
         g, value = grad_and_value(loss)(params)
         g_prev = grad_and_value(loss)(carry["prev"])[0]
-        return {
-            "g": {k: carry["g"][k] + g[k] for k in g},
-            "g_prev": {k: carry["g_prev"][k] + g_prev[k] for k in g_prev},
-            "count": carry["count"] + 1,
+        if noise is None:
+            return {
+                "g": {k: carry["g"][k] + g[k] for k in g},
+                "g_prev": {k: carry["g_prev"][k] + g_prev[k] for k in g_prev},
+                "count": carry["count"] + 1,
+                "loss": value.detach(),
+            }
+        first = noise[1]
+        out: State = {
+            "g": {k: carry["g"][k] + first * g[k] for k in g},
+            "g_prev": {k: carry["g_prev"][k] + first * g_prev[k] for k in g_prev},
+            "count": carry["count"] + first,
             "loss": value.detach(),
         }
+        for e in range(1, noise.shape[-1] - 1):
+            m = noise[1 + e]
+            out[f"g{e}"] = {k: carry[f"g{e}"][k] + m * g[k] for k in g}
+            out[f"count{e}"] = carry[f"count{e}"] + m
+            out[f"x{e}"] = {k: m * params[k].detach() + (1 - m) * carry[f"x{e}"][k] for k in g}
+        return out
 
     def local_loss(
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
     ) -> tuple[torch.Tensor, State]:
-        return carry["loss"], {}  # detached: the engine takes no gradient; the value is logged
+        if noise is None:  # detached: the engine takes no gradient; the value is logged
+            return carry["loss"], {}
+        sgd = noise[0]  # an SGD step trains on the data loss; a pass step logs its value
+        return sgd * self.data_loss(apply, params, batch) + (1 - sgd) * carry["loss"], {}
 
     def update_mask(self, params: Params, carry: State, noise: Any) -> dict[str, torch.Tensor]:
-        return {k: torch.zeros((), device=v.device) for k, v in params.items()}
+        if noise is None:
+            return {k: torch.zeros((), device=v.device) for k, v in params.items()}
+        return {k: noise[0] for k in params}
 
     def client_end(
         self,
@@ -177,12 +237,27 @@ class DQNFed(Algorithm):
         client_state: State,
         ctx: ClientContext,
     ) -> tuple[dict[str, Any], State]:
+        keys = list(global_params)
         n = max(float(carry["count"]), 1.0)
         g = {k: v / n for k, v in carry["g"].items()}
-        keys = list(global_params)
         flat_g = _flat(g, keys).double()
-        s = (_flat(global_params, keys) - _flat(carry["prev"], keys)).double()
+        x_last = _flat(global_params, keys).double()
+        s = x_last - _flat(carry["prev"], keys).double()
         y = flat_g - _flat(carry["g_prev"], keys).double() / n
         pairs = [(s, y)] if curvature_ok(s, y) else []
+        passes = self._passes(ctx)
+        for e in range(1, passes):
+            n_e = max(float(carry[f"count{e}"]), 1.0)
+            g_e = {k: v / n_e for k, v in carry[f"g{e}"].items()}
+            x_e, flat_e = _flat(carry[f"x{e}"], keys).double(), _flat(g_e, keys).double()
+            s, y = x_e - x_last, flat_e - flat_g
+            if curvature_ok(s, y):
+                pairs.append((s, y))
+            g, flat_g, x_last = g_e, flat_e, x_e
+        if passes > 1 and self.send == "pseudo_grad":
+            sgd_steps = (passes - 1) * ctx.steps_per_epoch
+            scale = 1.0 / (ctx.lr * sgd_steps)
+            g = {k: (global_params[k] - carry[f"x{passes - 1}"][k]) * scale for k in global_params}
+            flat_g = _flat(g, keys).double()
         d = decrement(flat_g, pairs, self.bfgs_form)
         return {"grad": g, "d": d, "weight": float(ctx.num_train)}, client_state

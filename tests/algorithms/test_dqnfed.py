@@ -1,7 +1,8 @@
 """DQN-Fed in the engine (specs/qffl-dqnfed.md §B.3): one client at round 1 is one full-gradient
 step (FedAvg's full-batch GD at lr 1); at round 2 its decrement is the inverse-BFGS value of
 full-pass gradients at θ^t and θ^{t−1} computed by hand; the server's step meets every client's
-decrement (G u = d̃, Thm 4.1); E > 1 is refused; both executors agree."""
+decrement (G u = d̃, Thm 4.1); E = 2 adds the local SGD epoch's pair (B.3.7) by hand, either
+gradient sent (B-D5); both executors agree."""
 
 import pytest
 import torch
@@ -97,16 +98,60 @@ def test_the_server_step_meets_every_clients_decrement():
     assert s2["update_norm"] == pytest.approx(0.1, rel=1e-6)
 
 
-def test_more_than_one_local_epoch_is_refused_naming_the_setting(tiny):
+def _by_hand_e2(apply, p0, x, y, idx, lr, rounds, send):
+    """E = 2 by B.3.7: pass at θ^t (pairs with θ^{t−1}), one SGD epoch, pass at θ̂^2."""
+    keys = list(p0)
+    prev, theta = p0, p0
+    for _ in range(rounds):
+        g0 = _pass_grad(apply, theta, x, y, idx)
+        gp = _pass_grad(apply, prev, x, y, idx)
+        hat = {k: theta[k] - lr * g0[k] for k in keys}  # full batch: the epoch is one step
+        g1 = _pass_grad(apply, hat, x, y, idx)
+        pairs = []
+        for s, yy in [
+            (_flat(theta, keys) - _flat(prev, keys), _flat(g0, keys) - _flat(gp, keys)),
+            (_flat(hat, keys) - _flat(theta, keys), _flat(g1, keys) - _flat(g0, keys)),
+        ]:
+            if curvature_ok(s, yy):
+                pairs.append((s, yy))
+        sent = g1 if send == "last_grad" else {k: (theta[k] - hat[k]) / lr for k in keys}
+        gf = _flat(sent, keys)
+        d = decrement(gf, pairs)
+        prev, theta = theta, {k: theta[k] - d * sent[k] / float(gf @ gf) for k in keys}
+    return theta, len(pairs)
+
+
+@pytest.mark.parametrize("send", ["last_grad", "pseudo_grad"])
+@pytest.mark.parametrize("executor", ["sequential", "vectorised"])
+def test_two_local_epochs_add_the_pair_of_a_local_sgd_epoch(solo, executor, send):
+    fed, apply, p0 = solo
+    full = len(fed.train[0])
+    algo = build_algorithm("dqnfed", send=send)
+    for rounds, n_pairs in [(1, 1), (2, 2)]:  # round 1 has no θ^{t−1}: only the local pair
+        cfg = _cfg(rounds=rounds, batch_size=full, local_epochs=2)
+        got = run_rounds(algo, apply, fed, cfg, Streams(0), p0, executor=executor)
+        want, kept = _by_hand_e2(apply, p0, fed.x, fed.y, [fed.train[0]], 0.1, rounds, send)
+        assert kept == n_pairs
+        for k in p0:
+            torch.testing.assert_close(got.global_params[k], want[k], rtol=1e-4, atol=1e-5)
+
+
+def test_two_local_epochs_with_minibatches_agree_across_executors(tiny):
     fed, apply, p0 = tiny
-    with pytest.raises(ValueError, match="local_epochs"):
-        run_rounds(build_algorithm("dqnfed"), apply, fed, _cfg(local_epochs=2), Streams(0), p0)
+    cfg = _cfg(rounds=2, local_epochs=2)
+    seq = run_rounds(build_algorithm("dqnfed"), apply, fed, cfg, Streams(0), p0,
+                     executor="sequential")  # fmt: skip
+    vec = run_rounds(build_algorithm("dqnfed"), apply, fed, cfg, Streams(0), p0,
+                     executor="vectorised")  # fmt: skip
+    for k in p0:
+        torch.testing.assert_close(seq.global_params[k], vec.global_params[k], rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(
     "kw, key",
     [({"bfgs_form": "dense"}, "bfgs_form"), ({"server_lr_scale": 0}, "server_lr_scale"),
-     ({"max_update_norm": -1.0}, "max_update_norm"), ({"ridge_eps": -1.0}, "ridge_eps")],
+     ({"max_update_norm": -1.0}, "max_update_norm"), ({"ridge_eps": -1.0}, "ridge_eps"),
+     ({"send": "delta"}, "send")],
 )  # fmt: skip
 def test_bad_settings_name_their_key(kw, key):
     with pytest.raises(ValueError, match=key):

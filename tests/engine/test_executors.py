@@ -43,7 +43,7 @@ PARAMS = {
 }
 # Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {
-    "dqnfed": {"local_epochs": 1},  # E > 1 is refused (not built yet)
+    "dqnfed": {"local_epochs": 2},  # E = 2: a frozen pass, an SGD epoch, a pass
     "fedlf": {"local_epochs": 1},  # clients send one pass's full gradient, no local training
     "fednl": {"local_epochs": 1},
     "fednew": {"local_epochs": None, "local_steps": 1},  # one Newton-system solve a round
