@@ -158,6 +158,15 @@ def landscape(
         compute_run_landscape(run, params, data, out, how, threads, device)
 
 
+def incentive(settings: dict[str, Any], out: str | Path, log: str | Path) -> None:
+    """The numbers of one incentive-game output (the q-FFL preprint's game or bound) as JSON."""
+    from fedbench.outputs.incentive import write_game
+
+    with _job(log, [out]):
+        write_game(settings, out)
+        logging.info("%s: wrote %s", settings["show"], out)
+
+
 def render(
     grid,
     section: str,

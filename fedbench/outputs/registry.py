@@ -18,6 +18,9 @@ KINDS: LazyRegistry[Any] = LazyRegistry(
         "parallel": "fedbench.outputs.parallel:ParallelKind",
         "deviation": "fedbench.outputs.deviation:DeviationKind",
         "image_grid": "fedbench.outputs.image_grid:ImageGridKind",
+        "incentive": "fedbench.outputs.incentive:IncentiveKind",
+        "incentive_table": "fedbench.outputs.incentive:IncentiveTableKind",
+        "sweep_lines": "fedbench.outputs.sweep_lines:SweepLinesKind",
     },
     build=lambda cls: cls(),
 )

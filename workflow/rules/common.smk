@@ -16,6 +16,7 @@ from fedbench.grid import (
     output_inputs as grid_output_inputs,
     resolve_scale,
 )
+from fedbench.outputs import incentive as incentive_kind
 from fedbench.outputs import landscape as landscape_kind
 from fedbench.worker import shutdown as shutdown_warm_worker
 
@@ -90,3 +91,8 @@ def landscape_settings(wildcards):
         )
     settings = landscape_kind.settings(grid, wildcards.figure, wildcards.scale)
     return settings.compute_fields()
+
+
+def incentive_settings(wildcards):
+    """The incentive rule's settings: the game (or bound) block of one output of kind incentive."""
+    return incentive_kind.settings_of(GRIDS[wildcards.paper], wildcards.name)

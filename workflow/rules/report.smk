@@ -104,6 +104,29 @@ rule landscape:
         "../scripts/landscape.py"
 
 
+# The numbers of one incentive-game output (the q-FFL preprint's game and bound): computed, not
+# trained; the figure or table rule reads them.
+rule incentive:
+    output:
+        "results/{scale}/incentive/{paper}/{name}.json",
+    log:
+        "logs/{scale}/incentive/{paper}/{name}.log",
+    wildcard_constraints:
+        name=r"(table|figure)[0-9][0-9a-z_]*",
+    localrule: True
+    conda:
+        "../envs/fedbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+        gpu=0,
+    params:
+        settings=incentive_settings,
+    script:
+        "../scripts/incentive.py"
+
+
 # One target rule per grid, named after it: `snakemake --cores N quick`, `... superfed`.
 for _paper in GRIDS:
 
