@@ -44,6 +44,7 @@ test: setup
 	$(STAGE) pytest $(BIN)/python -m pytest -q tests
 	$(STAGE) benchmarks-once $(BIN)/python -m pytest -q benchmarks -p no:cacheprovider --benchmark-disable
 	$(STAGE) dry-run-paper $(BIN)/snakemake -n --cores $(CORES) all --config scale=paper --quiet rules
+	$(STAGE) data-status $(BIN)/python -m fedbench.data status --scale quick
 	$(STAGE) smoke-quick $(call smoke,quick)
 	$(STAGE) smoke-superfed $(call smoke,superfed superfed_quick)
 	$(STAGE) smoke-pfedbred $(call smoke,pfedbred pfedbred_quick)

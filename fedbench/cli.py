@@ -4,7 +4,7 @@
     fedbench record PAPER TABLE ...  per-run summary and partial table from finished runs
     fedbench compare DIR_A DIR_B   two renderings of a grid's tables, cell by cell, vs seed spread
     fedbench spec SCALE DATASET PARTITION MODEL ALGORITHM SEED   one run's resolved spec (YAML)
-    fedbench data                  each catalog dataset's source: on this machine or not
+    fedbench data status ...       every grid's datasets: present / fetchable / manual / stand-in
     fedbench catalog [SECTION]     the catalog's names (what a grid or a wildcard may use)
 
 Each subcommand imports what it needs when it runs, so `fedbench --help` stays fast.
@@ -25,6 +25,10 @@ DELEGATED = {
     "compare": (
         "fedbench.report.compare",
         "two renderings of a grid's tables (fp32 and bf16, ...), cell by cell, vs seed spread",
+    ),
+    "data": (
+        "fedbench.data.__main__",
+        "`data status`: every grid's datasets, present / fetchable (how) / manual step / stand-in",
     ),
 }
 
@@ -58,32 +62,6 @@ def _spec(args: argparse.Namespace) -> int:
     return 0
 
 
-def _data(args: argparse.Namespace) -> int:
-    from fedbench.data import SOURCES
-
-    catalog = _catalog(args.config, validate=False)
-    rows = [("dataset", "source", "offline", "fetched")]
-    for name, entry in catalog["datasets"].items():
-        if entry.get("source") not in SOURCES:
-            rows.append((name, str(entry.get("source")), "?", "? (unknown source)"))
-            continue
-        source = SOURCES[entry["source"]]
-        if not source.files:
-            rows.append((name, entry["source"], "-", "- (no files to fetch)"))
-            continue
-        fetched = Path(args.raw, entry["source"], "MANIFEST.json").is_file()
-        offline = "yes" if source.available_offline() else "no"
-        rows.append((name, entry["source"], offline, "yes" if fetched else "no"))
-    widths = [max(len(r[i]) for r in rows) for i in range(3)]
-    for row in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[3])
-    print(
-        "\noffline: the source's files are already on this machine (fetching copies them)\n"
-        f"fetched: {args.raw}/<source>/MANIFEST.json exists (its checksums not re-checked here)"
-    )
-    return 0
-
-
 def _names(args: argparse.Namespace) -> int:
     catalog = _catalog(args.config, validate=False)
     if args.section is None:
@@ -103,7 +81,8 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, about) in DELEGATED.items():
-        sub.add_parser(name, add_help=False, help=f"{about} (= python -m {module})")
+        shown = module.removesuffix(".__main__")
+        sub.add_parser(name, add_help=False, help=f"{about} (= python -m {shown})")
 
     spec = sub.add_parser(
         "spec",
@@ -116,15 +95,6 @@ def parser() -> argparse.ArgumentParser:
     spec.add_argument("seed", type=int)
     spec.set_defaults(run=_spec)
 
-    data = sub.add_parser(
-        "data",
-        help="for each catalog dataset: are its files on this machine, are they fetched",
-        description="For each catalog dataset: its source, whether the source's files are "
-        "already on this machine (so fetching needs no network), and whether they are fetched.",
-    )
-    data.add_argument("--raw", default="resources/raw", help="fetched files (default: %(default)s)")
-    data.set_defaults(run=_data)
-
     names = sub.add_parser(
         "catalog",
         help="list one catalog section's names (or count each section's)",
@@ -134,7 +104,7 @@ def parser() -> argparse.ArgumentParser:
     names.add_argument("section", nargs="?", choices=SECTIONS)
     names.set_defaults(run=_names)
 
-    for command in (spec, data, names):
+    for command in (spec, names):
         command.add_argument("--config", default=CONFIG, help="catalog file (default: %(default)s)")
     return ap
 

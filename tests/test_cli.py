@@ -73,14 +73,13 @@ def test_record_passes_its_arguments_on(capsys):
     assert "the following arguments are required: table, --out" in capsys.readouterr().err
 
 
-def test_data_lists_each_catalog_dataset(capsys):
-    assert main(["data", "--config", CONFIG, "--raw", "/nonexistent"]) == 0
+def test_data_status_lists_each_grids_datasets(capsys):
+    assert main(["data", "status", "--raw", "/nonexistent", "--scale", "paper"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["dataset", "source", "offline", "fetched"]
-    rows = {line.split()[0]: line.split()[1:] for line in lines[1:] if line.strip()}
-    assert rows["fmnist"][0] == "fashion_mnist" and rows["fmnist"][1] in ("yes", "no")
-    assert rows["fmnist"][2] == "no"  # nothing fetched under --raw
-    assert rows["synthetic-1-1"][:2] == ["synthetic", "-"]
+    assert lines[0].split()[:4] == ["scale", "dataset", "source", "state"]
+    rows = {line.split()[1]: line for line in lines[1:] if line.startswith("paper ")}
+    assert "fashion_mnist" in rows["fmnist"] and "fetchable" in rows["fmnist"]  # nothing fetched
+    assert "generated" in rows["synthetic-1-1"]
 
 
 def test_catalog_lists_names(capsys):

@@ -14,6 +14,8 @@ import pytest
 
 from fedbench.config import resolve_run
 from fedbench.grid import all_runs, cells, load_grid
+from fedbench.metrics.distribution import VECTOR_STATS
+from fedbench.papers import load_paper_values
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "config" / "papers" / "dqnfed.yaml"
@@ -43,19 +45,38 @@ def _spec(catalog, scale, run):
     )
 
 
-def test_the_grid_names_table9_its_selection_and_checks(grid):
-    assert list(grid.outputs("tables")) == ["table9", "table9_select", "table9_checks"]
-    assert not grid.outputs("figures")
+def test_the_grid_names_its_tables_and_figures(grid):
+    assert list(grid.outputs("tables")) == [
+        "table9",
+        "table9_select",
+        "table9_checks",
+        *PAPER_GRID_TABLES,
+    ]
+    assert list(grid.outputs("figures")) == [
+        "figure1_a",
+        "figure1_b",
+        "figure1_c",
+        "figure1_d",
+        "figure3_a",
+        "figure3_b",
+    ]
+
+
+# Runs of the paper-scale grid at 5 seeds: Tables 1 and 4 and 6: 9 methods x 2 setups; Table 3:
+# 9 x 2 participations; Table 5: 9 x FEMNIST-original; Tables 10, 11: 5 methods; Figure 1 reuses the
+# tables' runs; Figure 3: 7 methods x 2 setups of its own (ρ_t logged), one seed.
+PAPER_GRID_RUNS = 5 * (18 + 18 + 18 + 9 + 18 + 5 + 5) + 14
 
 
 def test_run_counts(grid, catalog):
     # Table 9: 6 rows (q-FFL under both selections) x seeds 0-4; the selection: 18 settings on
     # seed 0; the checks: 5 settings of their own x seeds 0-2 (their FedAvg row is Table 9's)
     runs = all_runs(grid, catalog, "paper")
-    assert len(runs) == 30 + 18 + 15
+    assert len(runs) == 30 + 18 + 15 + PAPER_GRID_RUNS
     table = {r for cell in cells(grid, "tables", "table9", catalog, "paper").values() for r in cell}
     assert len(table) == 30 and {r.seed for r in table} == {0, 1, 2, 3, 4}
-    assert len(all_runs(grid, catalog, "smoke")) == 6 + 18 + 5  # one seed at the smoke scale
+    # one seed at the smoke scale
+    assert len(all_runs(grid, catalog, "smoke")) == 6 + 18 + 5 + (PAPER_GRID_RUNS - 14) // 5 + 14
 
 
 def test_table9_cells_run_the_papers_settings(grid, catalog):
@@ -116,7 +137,7 @@ def test_the_swept_values_are_appendix_hs(catalog):
     assert qs == sorted(Q_GRID)
     eps = sorted(a["eps"] for n, a in algos.items() if n.startswith("dqnfed-fedmgda-e"))
     assert eps == sorted(EPS_GRID)
-    scales = [a["server_lr_scale"] for n, a in algos.items() if re.fullmatch(r"dqnfed-s.*", n)]
+    scales = [a["server_lr_scale"] for n, a in algos.items() if re.fullmatch(r"dqnfed-s[0-9.]+", n)]
     assert sorted(scales) == sorted(SCALES)
     heal = algos["dqnfed-fedheal"]
     assert (heal["threshold"], heal["beta"], heal["training"]["momentum"]) == (0.5, 0.5, 0.9)
@@ -135,8 +156,11 @@ def test_snakemake_dry_run_lists_every_job():
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", log, re.M))
-    assert counts["train"] == "63" and counts["table"] == "3", log[-2000:]
-    assert counts["prepare"] == "4" and counts["partition"] == "12", log[-2000:]
+    assert counts["train"] == str(63 + PAPER_GRID_RUNS) and counts["table"] == "10", log[-2000:]
+    assert counts["figure"] == "6", log[-2000:]
+    # 4 Fashion-MNIST builds + CIFAR-10/100, CINIC-10, TinyImageNet, FEMNIST, 2 Shakespeare;
+    # partitions: Table 9's 12, then 11 of the paper-scale grid x 5 seeds, Figure 3's 2 x seed 0
+    assert counts["prepare"] == "11" and counts["partition"] == str(12 + 55 + 2), log[-2000:]
 
 
 def test_checks_change_one_setting_each(grid, catalog):
@@ -161,3 +185,230 @@ def test_checks_change_one_setting_each(grid, catalog):
         "qffl-q2": "table9/qffl",
         "dqnfed-s1": "table9/dqnfed",
     }
+
+
+# --- The paper-scale grid: Tables 1, 3-6, 11 and Figures 1, 3 (spec B.5-B.8) -----------------
+
+PAPER_GRID_TABLES = ["table1", "table3", "table4", "table5", "table6", "table10", "table11"]
+C10S2 = {"rounds": 100, "local_epochs": 1, "batch_size": 64, "lr": 0.01, "participation": 1.0}
+# (table, column prefix) -> (source, partition fields, FedAvg's training fields), B.5.1
+SETTINGS = {
+    ("table1", "s1"): (
+        "cifar10",
+        {"kind": "shards", "num_clients": 100, "shards_per_client": 2, "assignment": "random"},
+        {"rounds": 2000, "local_epochs": 1, "batch_size": 64, "lr": 0.1, "participation": 0.1},
+    ),
+    ("table1", "s2"): ("cifar10", {"kind": "dirichlet", "num_clients": 10, "alpha": 0.5}, C10S2),
+    ("table3", "p10"): (
+        "cifar10",
+        {"kind": "dirichlet", "num_clients": 10, "alpha": 0.5},
+        {**C10S2, "participation": 0.1},
+    ),
+    ("table3", "p50"): (
+        "cifar10",
+        {"kind": "dirichlet", "num_clients": 10, "alpha": 0.5},
+        {**C10S2, "participation": 0.5},
+    ),
+    ("table4", "s1"): (
+        "cifar100",
+        {"kind": "dirichlet", "num_clients": 10, "alpha": 0.5},
+        {**C10S2, "rounds": 400},
+    ),
+    ("table4", "s2"): (
+        "cifar100",
+        {"kind": "dirichlet", "num_clients": 50, "alpha": 0.05},
+        {**C10S2, "rounds": 200},
+    ),
+    ("table5", "orig"): (
+        "femnist",
+        {"kind": "natural", "test_split": "leaf", "test_fraction": 0.1},
+        {"rounds": 200, "local_epochs": 2, "batch_size": 32, "lr": 0.01, "participation": 0.1},
+    ),
+    ("table6", "s1"): (
+        "leaf_shakespeare",
+        {"kind": "natural", "test_split": "leaf", "test_fraction": 0.1},
+        {"rounds": 500, "local_epochs": 1, "batch_size": 10, "lr": 0.8, "lr_decay": 0.95},
+    ),
+    ("table6", "s2"): (
+        "leaf_shakespeare",
+        {"kind": "natural", "test_split": "leaf", "test_fraction": 0.1},
+        {"rounds": 100, "local_epochs": 1, "batch_size": 10, "lr": 2.0, "participation": 1.0},
+    ),
+    ("table10", ""): (
+        "cinic10",
+        {"kind": "dirichlet", "num_clients": 50, "alpha": 0.5},
+        {**C10S2, "rounds": 200},
+    ),
+    ("table11", ""): (
+        "tinyimagenet",
+        {"kind": "dirichlet", "num_clients": 20, "alpha": 0.05},
+        {"rounds": 400, "local_epochs": 1, "batch_size": 64, "lr": 0.02, "participation": 1.0},
+    ),
+}
+FAMILIES = {
+    "fedavg": "fedavg",
+    "qffl": "qfedavg",
+    "fedmgda": "fedmgda",
+    "fedheal": "fedheal",
+    "fedlf": "fedlf",
+    "term": "term",
+    "ditto": "ditto",
+    "fednl": "fednl",
+    "fednew": "fednew",
+    "dqnfed": "dqnfed",
+}
+# Each table's methods as the paper lists them (B.7)
+METHODS = {
+    "table1": [
+        "fedavg",
+        "qffl",
+        "fedmgda",
+        "fedheal",
+        "term",
+        "ditto",
+        "fednl",
+        "fednew",
+        "dqnfed",
+    ],
+    "table3": [
+        "fedavg",
+        "qffl",
+        "fedmgda",
+        "fedheal",
+        "term",
+        "ditto",
+        "fednl",
+        "fednew",
+        "dqnfed",
+    ],
+    "table4": ["fedavg", "qffl", "fedmgda", "fedlf", "term", "ditto", "fednl", "fednew", "dqnfed"],
+    "table5": ["fedavg", "qffl", "fedmgda", "term", "fedlf", "ditto", "fednl", "fednew", "dqnfed"],
+    "table6": ["fedavg", "qffl", "fedmgda", "fedlf", "term", "ditto", "fednl", "fednew", "dqnfed"],
+    "table10": ["qffl", "ditto", "fedlf", "term", "dqnfed"],
+    "table11": ["qffl", "fedlf", "term", "fedmgda", "dqnfed"],
+}
+
+
+def _setting(table: str, column: str):
+    prefix = column.split("-")[0] if "-" in column else ""
+    return SETTINGS[(table, prefix)]
+
+
+@pytest.mark.parametrize("table", PAPER_GRID_TABLES)
+def test_paper_grid_cells_run_the_papers_settings(grid, catalog, table):
+    got = cells(grid, "tables", table, catalog, "paper")
+    rows = [r["id"] for r in grid.output("tables", table)["rows"]]
+    assert rows == METHODS[table]
+    for (row, col), runs in got.items():
+        assert sorted(r.seed for r in runs) == [0, 1, 2, 3, 4]
+        spec = _spec(catalog, "paper", runs[0])
+        source, partition, training = _setting(table, col)
+        assert spec["dataset"]["source"] == source, (row, col)
+        assert {k: spec["partition"].get(k) for k in partition} == partition, (row, col)
+        assert spec["algorithm"]["algorithm"] == FAMILIES[row], (row, col)
+        if row == "fedavg" or table in ("table10", "table11"):  # others may fix lr / steps
+            t = spec["training"]
+            if row == "fedlf":
+                training = {**training, "lr": 0.1}
+            assert {k: t.get(k) for k in training} == training, (row, col)
+            assert t["momentum"] == 0.0 and t["weight_decay"] == 0.0
+
+
+def test_paper_grid_models(grid, catalog):
+    def model(table, row, col):
+        run = cells(grid, "tables", table, catalog, "paper")[(row, col)][0]
+        return _spec(catalog, "paper", run)["model"]
+
+    mlp = model("table1", "fedavg", "s1-mean")
+    assert (mlp["arch"], mlp["params"]) == ("twonn", {"hidden": 200, "hidden_layers": 2})
+    cnn = model("table5", "fedavg", "orig-mean")
+    assert (cnn["arch"], cnn["params"]) == ("twocnn", {"hidden": 2048})  # LEAF's FEMNIST CNN
+    # ResNet-18 + GroupNorm is not in fedbench.models: a ResNet9, named for what it is
+    for table, col in (("table1", "s2-mean"), ("table3", "p10-mean"), ("table4", "s1-mean")):
+        assert model(table, "fedavg", col)["name"] == "dqnfed-resnet9-sub"
+    assert model("table11", "qffl", "mean")["arch"] == "resnet9"
+    lstm = {c: model("table6", "fedavg", c)["params"] for c in ("s1-mean", "s2-mean")}
+    assert (lstm["s1-mean"]["layers"], lstm["s2-mean"]["layers"]) == (2, 1)
+    assert lstm["s1-mean"]["hidden"] == 256 and lstm["s1-mean"]["vocab_size"] == 80
+    # FedNL / FedNew's Hessian terms need the unrolled LSTM; the same network otherwise
+    for col in ("s1-mean", "s2-best10"):
+        nl = model("table6", "fednl", col)["params"]
+        assert nl == {**model("table6", "fedavg", col)["params"], "lstm_impl": "unrolled"}
+
+
+def test_paper_grid_stats_and_protocols(grid):
+    stats = {
+        t: {c["id"]: c.get("stat") for c in grid.output("tables", t)["columns"]}
+        for t in PAPER_GRID_TABLES
+    }
+    # Table 1 Setup 1 prints Worst / Best 5 %, every other tail is 10 % (q-FFL's count)
+    assert (stats["table1"]["s1-worst5"], stats["table1"]["s1-best5"]) == (
+        "worst5_qffl",
+        "best5_qffl",
+    )
+    assert stats["table4"]["s2-worst10"] == "worst10_qffl"
+    assert (stats["table5"]["orig-angle"], stats["table5"]["orig-kl"]) == ("angle", "kl")
+    used = {s for t in stats.values() for s in t.values()} - {"mean", "std"}
+    assert used <= set(VECTOR_STATS)
+    for t in PAPER_GRID_TABLES:
+        rows = {r["id"]: r for r in grid.output("tables", t)["rows"]}
+        assert all(r.get("protocol", "global") == "global" for k, r in rows.items() if k != "ditto")
+        if "ditto" in rows:
+            assert rows["ditto"]["protocol"] == "personal"  # B.6: Ditto's personalised models
+
+
+def test_every_paper_value_of_a_built_table_has_its_cell(grid):
+    """Every transcribed value of Tables 1-6 and 11 lands on a grid cell, except the columns
+    and tables the grid does not build (named in its notes), and every cell has a value."""
+    pv = load_paper_values("dqnfed")
+    built = {
+        (t, r["id"], c["id"])
+        for t in PAPER_GRID_TABLES
+        for r in grid.output("tables", t)["rows"]
+        for c in grid.output("tables", t)["columns"]
+    }
+    values = set(pv.values)
+    unbuilt = {k for k in values if k[0] not in {"table9", *PAPER_GRID_TABLES}}
+    assert {k[0] for k in unbuilt} == {"table2", "table12"}
+    skew = {k for k in values if k[0] == "table5" and k[2].startswith("skew-")}
+    assert len(skew) == 9 * 4
+    assert values - unbuilt - skew - {k for k in values if k[0] == "table9"} == built
+    notes = {t: " ".join(grid.output("tables", t).get("notes", [])) for t in PAPER_GRID_TABLES}
+    assert "B-D18" in notes["table1"] and "B-D18" in notes["table5"]
+    assert "FEMNIST-skewed" in notes["table5"]
+
+
+def test_figures_read_the_tables_runs_and_rho(grid, catalog):
+    table_runs = {
+        r
+        for t in PAPER_GRID_TABLES
+        for c in cells(grid, "tables", t, catalog, "paper").values()
+        for r in c
+    } | {r for c in cells(grid, "tables", "table9", catalog, "paper").values() for r in c}
+    for fig in ("figure1_a", "figure1_b", "figure1_c", "figure1_d"):
+        runs = {r for c in cells(grid, "figures", fig, catalog, "paper").values() for r in c}
+        assert runs and runs <= table_runs, fig
+    for fig in ("figure3_a", "figure3_b"):
+        out = grid.output("figures", fig)
+        assert (out["metric"], out["protocol"], out["stat"]) == (
+            "improved_clients",
+            "train",
+            "value",
+        )
+        for runs in cells(grid, "figures", fig, catalog, "paper").values():
+            spec = _spec(catalog, "paper", runs[0])
+            assert spec["training"]["improved_clients"] is True and runs[0].seed == 0
+            assert spec["training"]["eval_every"] == 1  # one ρ_t point a round
+            assert runs[0] not in table_runs  # the ρ_t passes stay out of the tables' runs
+
+
+def test_table_notes_are_printed_and_checked(grid, catalog):
+    from fedbench.config import ConfigError
+    from fedbench.outputs.registry import KINDS
+
+    kind = KINDS["table"]
+    spec = kind.spec(grid, "table5", catalog, "paper")
+    assert any(n.startswith("B-D18") for n in spec.notes)
+    out = dict(grid.output("tables", "table5"))
+    with pytest.raises(ConfigError, match="notes"):
+        kind.check_own("dqnfed.yaml.tables.table5", {**out, "notes": "one string"}, catalog)

@@ -131,3 +131,20 @@ def test_quick_table_is_make_quicks():
             "numbers of the current `make quick` into README.md (and its figure1.png to "
             "docs/img/quick_figure1.png)"
         )
+
+
+def test_data_table_is_the_status_commands():
+    """The README's data table is `fedbench data status --scale paper --raw /nonexistent
+    --summary` (a fresh machine: nothing fetched), regenerated here from the config."""
+    from fedbench.data import status
+
+    text = README.read_text(encoding="utf-8")
+    marker = "<!-- data-status:"
+    assert marker in text, "the README's data table lost its marker"
+    block = text.split(marker, 1)[1].split("\n", 1)[1]
+    shown = block.split("\n\n", 1)[0].strip()
+    want = status.summary(status.rows(ROOT / "config", "/nonexistent", "paper")).strip()
+    assert shown == want, (
+        "README data table is stale; regenerate it with `fedbench data status --scale paper "
+        "--raw /nonexistent --summary`"
+    )

@@ -30,6 +30,8 @@ SOURCES: Mapping[str, Source] = LazyRegistry(
         "femnist": "fedbench.data.leaf_femnist:Femnist",
         "femnist_leaf": "fedbench.data.leaf_femnist:FemnistLeaf",
         "tinyimagenet": "fedbench.data.tinyimagenet:TinyImageNet",
+        # DQN-Fed Table 10 (spec B.5.2 item 7): Hugging Face hub copy through `datasets`
+        "cinic10": "fedbench.data.cinic10:Cinic10",
         # FedEvg (fedevg.md §3): MedMNIST+ at 64 px, one source per subset
         "dermamnist": "fedbench.data.medmnist:DermaMNIST",
         "organcmnist": "fedbench.data.medmnist:OrganCMNIST",

@@ -9,6 +9,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -16,10 +17,11 @@ from fedbench.data.checksum import load_checked, save_checked
 from fedbench.data.fetch import (
     DEFAULT_TIMEOUT,
     FetchError,
+    by_hand,
     digests,
     download,
-    gunzip_sha256,
     hand_placement_hint,
+    socket_timeout,
 )
 from fedbench.io import atomic_path, write_text
 
@@ -28,6 +30,7 @@ __all__ = [
     "FetchError",
     "RemoteFile",
     "Source",
+    "TorchvisionSource",
     "load_dataset",
     "manifest_verifies",
     "save_dataset",
@@ -137,37 +140,25 @@ def load_dataset(path: str | os.PathLike) -> ArrayDataset:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a source: its name, mirrors and checksums.
-
-    `content_sha256` is the SHA-256 of the gzip-decompressed payload; it accepts copies whose gzip
-    header was rewritten (Debian's packages strip the file name and time stamp from .gz headers,
-    which changes the archive checksum but not one byte of the data).
-    """
+    """One file of a source: its name, mirrors and checksums."""
 
     filename: str
     urls: tuple[str, ...]
     md5: str | None = None
     sha256: str | None = None
-    content_sha256: str | None = None
 
     def check(self, path: Path) -> str | None:
-        """Which checksum the file at `path` satisfies ("archive" or "content"), or None."""
+        """Which checksum the file at `path` satisfies ("archive", or "unchecked" when none is
+        known), or None."""
         if not path.is_file():
             return None
-        if self.md5 is not None or self.sha256 is not None:
-            d = digests(path)
-            if (self.md5 is None or d["md5"] == self.md5) and (
-                self.sha256 is None or d["sha256"] == self.sha256
-            ):
-                return "archive"
-        elif self.content_sha256 is None:
+        if self.md5 is None and self.sha256 is None:
             return "unchecked"
-        if self.content_sha256 is not None:
-            try:
-                if gunzip_sha256(path) == self.content_sha256:
-                    return "content"
-            except (OSError, EOFError):
-                return None
+        d = digests(path)
+        if (self.md5 is None or d["md5"] == self.md5) and (
+            self.sha256 is None or d["sha256"] == self.sha256
+        ):
+            return "archive"
         return None
 
 
@@ -226,6 +217,45 @@ class Source(abc.ABC):
         folder = self.offline_dir()
         return folder is not None and all((folder / f.filename).is_file() for f in self.files)
 
+    def fetch_route(self) -> str:
+        """How `fetch` gets the files (a library's download, or urllib from these hosts), in the
+        words `python -m fedbench.data status` prints."""
+        if not self.files:
+            return "generated or bundled: nothing to fetch"
+        hosts = sorted({urlsplit(f.urls[0]).netloc for f in self.files if f.urls})
+        return "urllib from " + ", ".join(hosts) if hosts else "none: every file is placed by hand"
+
+    def manual_files(self, raw_dir: str | os.PathLike) -> list[tuple[Path, str]]:
+        """(exact path, where to get it) of each file a user places by hand instead of `fetch`."""
+        return [
+            (
+                Path(raw_dir) / f.filename,
+                f.urls[0] if f.urls else "no public URL: see the docstring",
+            )
+            for f in self.files
+        ]
+
+    def needs_manual_step(self) -> bool:
+        """True when `fetch` alone cannot get the data (a file without a URL: a registration,
+        terms to accept, a request to the authors)."""
+        return any(not f.urls for f in self.files)
+
+    def present(self, raw_dir: str | os.PathLike) -> bool:
+        """Cheap check (no hashing): raw_dir/MANIFEST.json lists every file, each at its recorded
+        size; `prepare` re-hashes them before it reads (`manifest_verifies`)."""
+        raw_dir = Path(raw_dir)
+        try:
+            manifest = json.loads((raw_dir / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return False
+        for rf in self.files:
+            entry, path = manifest.get(rf.filename), raw_dir / rf.filename
+            if not isinstance(entry, dict) or not path.is_file():
+                return False
+            if path.stat().st_size != entry.get("bytes"):
+                return False
+        return bool(self.files)
+
     def fetch(
         self, raw_dir: str | os.PathLike, *, timeout: float = DEFAULT_TIMEOUT, **params: Any
     ) -> dict[str, dict[str, Any]]:
@@ -246,8 +276,7 @@ class Source(abc.ABC):
                     if verified_by is None:
                         raise FetchError(
                             f"{folder / rf.filename} does not match the checksum of "
-                            f"{rf.filename} (md5={rf.md5}, sha256={rf.sha256}, "
-                            f"content_sha256={rf.content_sha256}); "
+                            f"{rf.filename} (md5={rf.md5}, sha256={rf.sha256}); "
                             + hand_placement_hint(dest, rf.md5, rf.sha256)
                         )
                 origin = str(folder / rf.filename)
@@ -277,6 +306,93 @@ class Source(abc.ABC):
                 f"(fedbench.data.SOURCES[{self.name!r}].fetch) or place the file there by hand"
             )
         return path
+
+
+class TorchvisionSource(Source):
+    """A source that torchvision.datasets serves: `fetch` is torchvision's download (its mirrors,
+    its MD5s) into raw_dir in torchvision's own layout, `load` reads torchvision's dataset object;
+    fedbench keeps only the conversion to arrays and the papers' preprocessing.
+
+    `files` are the files torchvision reads (their SHA-256 goes in MANIFEST.json, as for every
+    source); `archives` are what a user without network places by hand (torchvision checks their
+    MD5 and unpacks them on the next fetch).
+    """
+
+    tv_class: ClassVar[str]  # the class in torchvision.datasets
+    archives: tuple[tuple[str, str], ...]  # (path under raw_dir, URL), torchvision's
+    verified_by: ClassVar[str]  # what torchvision checks, in the manifest's words
+
+    def fetch_route(self) -> str:
+        """torchvision's download."""
+        return f"torchvision.datasets.{self.tv_class}(download=True)"
+
+    def manual_files(self, raw_dir: str | os.PathLike) -> list[tuple[Path, str]]:
+        """The archives torchvision downloads, at the paths where it looks for them."""
+        return [(Path(raw_dir) / path, url) for path, url in self.archives]
+
+    def needs_manual_step(self) -> bool:
+        """False: torchvision downloads every file."""
+        return False
+
+    def has_files(self, raw_dir: str | os.PathLike) -> bool:
+        """True when every file torchvision reads is in raw_dir (not checked here)."""
+        return all((Path(raw_dir) / f.filename).is_file() for f in self.files)
+
+    def place_local(self, raw_dir: Path) -> str | None:
+        """Put a local copy into torchvision's layout when its files are missing; returns the
+        manifest's `origin` for it, or None (nothing placed). None here; sources override."""
+        return None
+
+    def fetch(
+        self, raw_dir: str | os.PathLike, *, timeout: float = DEFAULT_TIMEOUT, **params: Any
+    ) -> dict[str, dict[str, Any]]:
+        """torchvision's download into raw_dir (nothing when its files are there), then
+        MANIFEST.json with each file's SHA-256; without network, FetchError names the files to
+        place by hand."""
+        self.check_params(params)
+        raw_dir = Path(raw_dir)
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        origin = self.place_local(raw_dir)
+        if origin is None:
+            origin = (
+                f"already present in {raw_dir}"
+                if self.has_files(raw_dir)
+                else f"downloaded by torchvision.datasets.{self.tv_class}"
+            )
+        with socket_timeout(timeout):
+            self.open(raw_dir, train=False, download=True)
+        manifest = {
+            f.filename: {
+                **digests(raw_dir / f.filename),
+                "origin": origin,
+                "verified_by": self.verified_by,
+            }
+            for f in self.files
+        }
+        write_text(raw_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        return manifest
+
+    def open(self, raw_dir: str | os.PathLike, *, train: bool, download: bool = False) -> Any:
+        """torchvision's dataset object for one split. No data: FetchError (download) or
+        FileNotFoundError (load) naming the dataset, raw_dir and the exact files to place."""
+        import torchvision.datasets as tvd  # torch's image library: imported only to read
+
+        try:
+            return getattr(tvd, self.tv_class)(root=str(raw_dir), train=train, download=download)
+        except (RuntimeError, OSError) as err:
+            lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+            lines = lines or [type(err).__name__]  # first and last: the file, the last error
+            why = lines[0] if len(lines) == 1 else f"{lines[0]} ... {lines[-1]}"
+            what = "could not download" if download else "found no data"
+            msg = by_hand(
+                self.name,
+                f"torchvision.datasets.{self.tv_class} {what} in {raw_dir} ({why})",
+                self.manual_files(raw_dir),
+                "then fetch again: torchvision checks their MD5 and unpacks them there "
+                f'(python -c "from fedbench.data import SOURCES; '
+                f"SOURCES['{self.name}'].fetch('{raw_dir}')\").",
+            )
+            raise (FetchError if download else FileNotFoundError)(msg) from None
 
 
 def standin_images(

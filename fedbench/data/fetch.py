@@ -1,8 +1,10 @@
-"""Download and verify files: urllib only, checksum before rename, every mirror tried in turn."""
+"""Download and verify files: urllib only, checksum before rename, every mirror tried in turn;
+and the shared pieces of the sources that a library fetches (torchvision, medmnist): a bounded
+socket time-out around its download, and the error that says which files to place by hand."""
 
 from __future__ import annotations
 
-import gzip
+import contextlib
 import hashlib
 import http.client
 import os
@@ -10,7 +12,7 @@ import shutil
 import socket
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from fedbench.io import atomic_path
@@ -33,15 +35,6 @@ def digests(path: str | os.PathLike) -> dict[str, str | int]:
             sha.update(chunk)
             size += len(chunk)
     return {"md5": md5.hexdigest(), "sha256": sha.hexdigest(), "bytes": size}
-
-
-def gunzip_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a gzip file's decompressed payload (stable across re-compression)."""
-    sha = hashlib.sha256()
-    with gzip.open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            sha.update(chunk)
-    return sha.hexdigest()
 
 
 def verify(path: str | os.PathLike, md5: str | None = None, sha256: str | None = None) -> bool:
@@ -104,3 +97,23 @@ def download(
         + "\n"
         + hand_placement_hint(dest, md5, sha256)
     )
+
+
+@contextlib.contextmanager
+def socket_timeout(seconds: float) -> Iterator[None]:
+    """Every socket opened inside the block times out after `seconds` (a library's downloader
+    that takes no time-out of its own then fails in seconds without network, never hangs)."""
+    old = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(old)
+
+
+def by_hand(name: str, reason: str, places: Sequence[tuple[Path, str]], then: str) -> str:
+    """The message of a fetch or load that found no data: the dataset, why, and each exact file
+    to place (path <- URL) for a machine without network."""
+    lines = [f"{name}: {reason}", "To place the files by hand (e.g. on a machine without network):"]
+    lines += [f"  {path}  <-  {url}" for path, url in places]
+    return "\n".join([*lines, then])

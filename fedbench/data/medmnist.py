@@ -1,21 +1,21 @@
-"""MedMNIST+ (Yang et al., 2023; the `medmnist` package, v3): DermaMNIST and OrganCMNIST from the
-package's .npz files, at 28, 64, 128 or 224 px (`size`; FedEvg reads the native 64 px files).
+"""MedMNIST+ (Yang et al., 2023; the `medmnist` package, v3): DermaMNIST and OrganCMNIST through
+the package's dataset classes, at 28, 64, 128 or 224 px (`size`; FedEvg reads the native 64 px
+files). The package holds the file names, Zenodo URLs and MD5s (`medmnist.INFO`), downloads and
+checks them (`download=True`) and reads them; fedbench keeps the conversion to float arrays.
 
 One source per subset (`dermamnist`, `organcmnist`) rather than one source with a `flag`: a
 source's class count and channels are attributes that config validation reads before any data
 exists (`Source.num_classes`, `input_shape`), and each subset gets its own raw folder and MANIFEST
-(resources/raw/{source}/).
+(resources/raw/{source}/). The official split sizes are pinned here too: the generated stand-ins
+take them without importing the package (tests/data/test_medmnist.py checks them against INFO).
 
-File names, Zenodo URLs, MD5s and split sizes are those of medmnist 3.0.2's `INFO`, pinned here as
-the other sources pin theirs (tests/data/test_medmnist.py checks them against the installed
-package). fedbench does not import the package: importing it loads torch, pandas and scikit-learn
-and creates ~/.medmnist, and its loader is an np.load of the same keys. The package's own
-checksummed download is one of the ways to place a file that the missing-file error names.
+Importing `medmnist` loads torch, pandas and scikit-learn and creates ~/.medmnist (its default
+root; fedbench always passes its own): it happens in `fetch` and `load` only.
 """
 
 from __future__ import annotations
 
-import copy
+import json
 import os
 import zipfile
 from pathlib import Path
@@ -23,12 +23,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fedbench.data.base import ArrayDataset, RemoteFile, Source, image_standin
-from fedbench.data.fetch import DEFAULT_TIMEOUT
+from fedbench.data.base import MANIFEST, ArrayDataset, RemoteFile, Source, image_standin
+from fedbench.data.fetch import DEFAULT_TIMEOUT, FetchError, by_hand, digests, socket_timeout
+from fedbench.io import write_text
 
 SIZES = (28, 64, 128, 224)
 DEFAULT_SIZE = 64  # FedEvg: commands/64/fedevg.sh passes --resize 64, the package's size=64
-ZENODO = "https://zenodo.org/records/10519652/files/"
 SPLITS = ("train", "test")  # the validation split is unused, as in the FedEvg release
 
 
@@ -37,27 +37,25 @@ def npz_name(flag: str, size: int) -> str:
     return f"{flag}.npz" if size == 28 else f"{flag}_{size}.npz"
 
 
+def info(flag: str) -> dict[str, Any]:
+    """The package's INFO entry of one subset (imports the package)."""
+    import medmnist
+
+    return medmnist.INFO[flag]
+
+
 class MedMNIST(Source):
-    """One 2D MedMNIST+ subset: uint8 images and (N, 1) labels per split in one .npz."""
+    """One 2D MedMNIST+ subset: the package's dataset class, uint8 images and (N, 1) labels."""
 
     flag: ClassVar[str]
-    python_class: ClassVar[str]  # the package's dataset class (its download, in the error)
+    python_class: ClassVar[str]  # the package's dataset class
     channels: ClassVar[int]
-    md5: ClassVar[dict[int, str]]
     n_samples: ClassVar[dict[str, int]]  # the official split sizes (the package's INFO)
-    mirrors: ClassVar[tuple[str, ...]] = (ZENODO,)
     params = {"size": DEFAULT_SIZE}
 
     def __init__(self) -> None:
         # The default size's file: what the workflow's fetch rule (which passes no params) gets.
-        self.files = [self.remote_file(DEFAULT_SIZE)]
-
-    def remote_file(self, size: int) -> RemoteFile:
-        """The .npz of one size, with the package's URL and MD5."""
-        name = npz_name(self.flag, size)
-        return RemoteFile(
-            name, tuple(f"{m}{name}?download=1" for m in self.mirrors), md5=self.md5[size]
-        )
+        self.files = [RemoteFile(npz_name(self.flag, DEFAULT_SIZE), ())]
 
     def check_params(self, params: dict[str, Any]) -> dict[str, Any]:
         """Defaults filled in; an unknown name or a bad `size` raises ValueError."""
@@ -74,32 +72,72 @@ class MedMNIST(Source):
         """Shape of one image under these (checked) parameters."""
         return (self.channels, params["size"], params["size"])
 
+    def fetch_route(self) -> str:
+        """The package's download."""
+        return f"medmnist.{self.python_class}(size={DEFAULT_SIZE}, download=True)"
+
+    def manual_files(
+        self, raw_dir: str | os.PathLike, size: int = DEFAULT_SIZE
+    ) -> list[tuple[Path, str]]:
+        """The .npz of this size, with the package's URL and MD5."""
+        entry = info(self.flag)
+        key = "" if size == 28 else f"_{size}"
+        url = f"{entry['url' + key]} (md5 {entry['MD5' + key]})"
+        return [(Path(raw_dir) / npz_name(self.flag, size), url)]
+
+    def needs_manual_step(self) -> bool:
+        """False: the package downloads the file."""
+        return False
+
+    def open(self, raw_dir: str | os.PathLike, split: str, size: int, download: bool = False):
+        """The package's dataset object for one split. No file: FetchError (download) or
+        FileNotFoundError (load) naming the dataset, raw_dir and the file to place."""
+        import medmnist
+
+        cls = getattr(medmnist, self.python_class)
+        try:
+            return cls(split=split, size=size, root=str(raw_dir), download=download)
+        except RuntimeError as err:
+            first = next((ln.strip() for ln in str(err).splitlines() if ln.strip()), "")
+            what = "could not download" if download else "found no data"
+            msg = by_hand(
+                self.name,
+                f"medmnist.{self.python_class} {what} in {raw_dir} ({first})",
+                self.manual_files(raw_dir, size),
+                "then fetch again: the package checks its MD5 there "
+                f'(python -c "from fedbench.data import SOURCES; '
+                f"SOURCES['{self.name}'].fetch('{raw_dir}', size={size})\").",
+            )
+            raise (FetchError if download else FileNotFoundError)(msg) from None
+        except (OSError, EOFError, ValueError, KeyError, IndexError, zipfile.BadZipFile) as err:
+            path = Path(raw_dir) / npz_name(self.flag, size)
+            raise ValueError(f"{path}: not a readable MedMNIST .npz ({err!r})") from None
+
     def fetch(
         self, raw_dir: str | os.PathLike, *, timeout: float = DEFAULT_TIMEOUT, **params: Any
     ) -> dict[str, dict[str, Any]]:
-        """Make raw_dir hold the verified .npz of the requested size (default 64) only."""
+        """The package's checksummed download of the requested size (default 64) into raw_dir
+        (nothing when a copy with its MD5 is there), then MANIFEST.json."""
         size = self.check_params(params)["size"]
-        sized = copy.copy(self)  # the base fetch walks `files`: give it this size's file alone
-        sized.files = [self.remote_file(size)]
-        return Source.fetch(sized, raw_dir, timeout=timeout, **params)
-
-    def npz_path(self, raw_dir: str | os.PathLike, size: int) -> Path:
-        """raw_dir's .npz of this size, or FileNotFoundError naming it and how to fetch it."""
-        path = Path(raw_dir) / npz_name(self.flag, size)
-        if path.is_file():
-            return path
-        rf, folder = self.remote_file(size), str(path.parent)
-        raise FileNotFoundError(
-            f"{self.name}: {path.name} (MedMNIST+ {self.flag} at {size} px) is missing from "
-            f"{folder}; loading never downloads. Fetch it (from Zenodo, MD5-checked) with the "
-            "fetch step:\n"
-            f"  python -c \"from fedbench.data import SOURCES; SOURCES['{self.name}']"
-            f'.fetch({folder!r}, size={size})"\n'
-            "or with the medmnist package's own checksummed download:\n"
-            f'  mkdir -p {folder!r} && python -c "import medmnist; medmnist.{self.python_class}'
-            f"(split='train', size={size}, root={folder!r}, download=True)\"\n"
-            f"or download {rf.urls[0]} by hand to {path} (md5 {rf.md5})."
+        raw_dir = Path(raw_dir)
+        raw_dir.mkdir(parents=True, exist_ok=True)
+        name = npz_name(self.flag, size)
+        origin = (
+            f"already present in {raw_dir}"
+            if (raw_dir / name).is_file()
+            else f"downloaded by medmnist.{self.python_class}"
         )
+        with socket_timeout(timeout):
+            self.open(raw_dir, "train", size, download=True)
+        manifest = {
+            name: {
+                **digests(raw_dir / name),
+                "origin": origin,
+                "verified_by": "medmnist: the file's MD5 (INFO) on download",
+            }
+        }
+        write_text(raw_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+        return manifest
 
     def _images(self, x: np.ndarray, size: int, what: str) -> np.ndarray:
         """uint8 (N, H, W) or (N, H, W, 3) -> float32 (N, C, H, W) in [0, 1]."""
@@ -122,28 +160,18 @@ class MedMNIST(Source):
         return y
 
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
-        """The train and test splits of the package's .npz, pixels / 255, labels flattened."""
+        """The train and test splits through the package (no download), pixels / 255, labels
+        flattened."""
         params = self.check_params(params)
         size = params["size"]
-        path = self.npz_path(raw_dir, size)
-        keys = [f"{split}_{kind}" for split in SPLITS for kind in ("images", "labels")]
-        try:
-            npz = np.load(path, allow_pickle=False)
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise ValueError("a single array, not an .npz archive")
-            with npz:
-                arrays = {k: npz[k] for k in keys if k in npz.files}
-                found = sorted(npz.files)
-        except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
-            raise ValueError(f"{path}: not a readable MedMNIST .npz ({err})") from None
-        missing = [k for k in keys if k not in arrays]
-        if missing:
-            raise ValueError(f"{path}: keys {missing} missing (has {found})")
+        path = Path(raw_dir) / npz_name(self.flag, size)
         out: dict[str, np.ndarray] = {}
         for split in SPLITS:
-            x = self._images(arrays[f"{split}_images"], size, f"{path} {split}_images")
+            ds = self.open(raw_dir, split, size)
+            images, labels = np.asarray(ds.imgs), np.asarray(ds.labels)
+            x = self._images(images, size, f"{path} {split}_images")
             out[f"x_{split}"] = x
-            out[f"y_{split}"] = self._labels(arrays[f"{split}_labels"], len(x), f"{path} {split}")
+            out[f"y_{split}"] = self._labels(labels, len(x), f"{path} {split}")
         counts = f"{len(out['y_train'])} train / {len(out['y_test'])} test"
         official = f"{self.n_samples['train']} / {self.n_samples['test']}"
         return ArrayDataset(
@@ -151,8 +179,9 @@ class MedMNIST(Source):
             num_classes=self.num_classes,
             standin=False,
             provenance=(
-                f"{self.name}: {path} (medmnist's {self.flag} at its native {size}x{size}, not "
-                f"resized); {counts} images (official {official}; val unused); pixels / 255"
+                f"{self.name}: {path} through medmnist.{self.python_class} (its {self.flag} at "
+                f"its native {size}x{size}, not resized); {counts} images (official {official}; "
+                "val unused); pixels / 255"
             ),
             **out,
         )
@@ -184,12 +213,6 @@ class DermaMNIST(MedMNIST):
     input_shape = (3, DEFAULT_SIZE, DEFAULT_SIZE)
     num_classes = 7
     n_samples = {"train": 7007, "val": 1003, "test": 2005}
-    md5 = {
-        28: "0744692d530f8e62ec473284d019b0c7",
-        64: "b70a2f5635c6199aeaa28c31d7202e1f",
-        128: "2defd784463fa5243564e855ed717de1",
-        224: "8974907d8e169bef5f5b96bc506ae45d",
-    }
 
 
 class OrganCMNIST(MedMNIST):
@@ -202,9 +225,3 @@ class OrganCMNIST(MedMNIST):
     input_shape = (1, DEFAULT_SIZE, DEFAULT_SIZE)
     num_classes = 11
     n_samples = {"train": 12975, "val": 2392, "test": 8216}
-    md5 = {
-        28: "b9ceb9546e10131b32923c5bbeaea2b1",
-        64: "3ce34a8724ea6f548e6db4744d03b6a9",
-        128: "773c1f009daa3fe5d9a2a201b2a7ed94",
-        224: "050f5e875dc056f6768abf94ec9995d1",
-    }

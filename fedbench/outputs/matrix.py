@@ -21,7 +21,7 @@ from fedbench.cells import (
 )
 from fedbench.config import ConfigError
 from fedbench.metrics import PACK_STATS
-from fedbench.metrics.distribution import client_stat
+from fedbench.metrics.distribution import VECTOR_STATS, client_stat
 from fedbench.metrics.names import CLIENT_METRICS
 from fedbench.outputs.base import OutputKind
 
@@ -82,14 +82,18 @@ def _check_quantities(where: str, out: dict[str, Any]) -> None:
     for entry in (out, *out["rows"], *out["columns"]):
         place = where if entry is out else f"{where} entry {entry.get('id')!r}"
         protocol, stat = entry.get("protocol"), entry.get("stat")
-        if stat is not None and stat not in (*PACK_STATS, "value") and client_stat(stat) is None:
+        valid = (*PACK_STATS, *VECTOR_STATS, "value")
+        if stat is not None and stat not in valid and client_stat(stat) is None:
             raise ConfigError(
-                f"{place}.stat: {stat!r} is not one of {list(PACK_STATS)} or client<k> (client "
-                "id k's own value)"
+                f"{place}.stat: {stat!r} is not one of {list(valid)} or client<k> (client id "
+                "k's own value)"
             )
         if protocol == "global_test" and stat not in (None, "value"):
             raise ConfigError(f"{place}.stat: protocol global_test takes stat 'value'")
         metric = entry.get("metric")
+        # protocol train: the round's mean training loss, or ρ_t (training.improved_clients)
+        if metric == "improved_clients" and protocol in (None, "train"):
+            continue
         if metric is not None and metric not in CLIENT_METRICS:
             raise ConfigError(f"{place}.metric: {metric!r} is not one of {list(CLIENT_METRICS)}")
 

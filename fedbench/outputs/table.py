@@ -19,7 +19,8 @@ class TableKind(MatrixKind):
     name = "table"
     section = "tables"
     keys = (
-        *MATRIX_KEYS, "server", "round", "seeds", "decimals", "spread", "seed_spread", "summaries"
+        *MATRIX_KEYS, "server", "round", "seeds", "decimals", "spread", "seed_spread", "summaries",
+        "notes",
     )  # fmt: skip
     about = "a table"
 
@@ -40,6 +41,10 @@ class TableKind(MatrixKind):
                 f"{where}.seed_spread: {out['seed_spread']!r} is not 'std', 'pstd' or 'maxdev'"
             )
         _check_summaries(where, out)
+        # `notes`: lines printed under the caption (e.g. a paper's own inconsistencies)
+        notes = out.get("notes", [])
+        if not (isinstance(notes, list) and all(isinstance(n, str) and n for n in notes)):
+            raise ConfigError(f"{where}.notes: expected a list of non-empty strings, got {notes!r}")
         if out.get("spread") is not None and out["spread"] not in PACK_STATS:
             raise ConfigError(f"{where}.spread: {out['spread']!r} is not one of {list(PACK_STATS)}")
         if out.get("round", "final") not in ("final", "best"):
@@ -53,7 +58,7 @@ class TableKind(MatrixKind):
         )
         return TableSpec(
             **fields,
-            notes=notes,
+            notes=[*notes, *out.get("notes", [])],
             round=out.get("round", "final"),
             decimals=out.get("decimals", 2),
             spread=out.get("spread"),

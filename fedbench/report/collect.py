@@ -13,7 +13,7 @@ import pandas as pd
 import yaml
 
 from fedbench.io import read_jsonl, rewrite_advice
-from fedbench.metrics.distribution import client_stat
+from fedbench.metrics.distribution import VECTOR_STATS, client_stat, vector_stat
 
 RUN_KEYS = ("scale", "dataset", "partition", "model", "algorithm", "seed")
 RUN_FRAME_COLUMNS = (
@@ -183,6 +183,8 @@ def record_values(record: dict[str, Any]) -> Iterable[tuple[str, str, str, float
                 yield GLOBAL_TEST, metric, VALUE, _finite(value)
     if "train_loss" in record:
         yield TRAIN, "loss", VALUE, _finite(record["train_loss"])
+    if "improved_clients" in record:  # DQN-Fed's ρ_t (eq. 29), training.improved_clients
+        yield TRAIN, "improved_clients", VALUE, _finite(record["improved_clients"])
     for name, value in (record.get(SERVER) or {}).items():
         yield SERVER, name, VALUE, _finite(value)
 
@@ -199,6 +201,19 @@ def client_value(record: dict[str, Any], protocol: str, metric: str, client: int
 def run_series(run: RunData, protocol: str, metric: str, stat: str) -> pd.Series:
     """One quantity over the evaluated rounds (index: round); error if the run never has it.
     A stat `client<k>` reads client k's own value (`fedbench.metrics.distribution.client_stat`)."""
+    if stat in VECTOR_STATS:  # read from the per-client values (DQN-Fed's tails, Angle, KL)
+        found = (
+            (r["round"], (r["clients"].get(protocol) or {}).get(metric)) for r in run.ok_records
+        )
+        points = {rd: vector_stat(stat, v) for rd, v in found if v is not None}
+        if not points and run.ok_records:
+            raise RunDataError(
+                f"{run.run_dir}: no per-client {protocol}/{metric} values in metrics.jsonl "
+                f"(stat {stat} reads them)"
+            )
+        return pd.Series(points, name=f"{protocol}/{metric}/{stat}", dtype="float64").rename_axis(
+            "round"
+        )
     client = client_stat(stat)
     if client is not None:
         found = ((r["round"], client_value(r, protocol, metric, client)) for r in run.ok_records)

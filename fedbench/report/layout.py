@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedbench.metrics import PACK_STATS
-from fedbench.metrics.distribution import client_stat
+from fedbench.metrics.distribution import UNSCALED_STATS, VECTOR_STATS, client_stat
 from fedbench.report.collect import GLOBAL_TEST, SERVER, TRAIN, VALUE, RunData, load_run
 
 SCALES = ("paper", "quick", "smoke")
@@ -85,9 +85,10 @@ def is_accuracy(metric: str) -> bool:
     return metric.startswith("top") or metric == "auroc"
 
 
-def value_scale(metric: str, percent: bool) -> float:
-    """100 for an accuracy metric in a percent table or figure, else 1."""
-    return 100.0 if percent and is_accuracy(metric) else 1.0
+def value_scale(metric: str, percent: bool, stat: str | None = None) -> float:
+    """100 for an accuracy metric in a percent table or figure, else 1 (also for a scale-free
+    stat: Angle, KL)."""
+    return 100.0 if percent and is_accuracy(metric) and stat not in UNSCALED_STATS else 1.0
 
 
 def _override(entry: dict, key: str) -> Any:
@@ -121,10 +122,10 @@ def _check_quantity(where: str, q: Quantity | CellLayout) -> None:
     if q.protocol in (GLOBAL_TEST, TRAIN, SERVER):
         if q.stat != VALUE:
             raise LayoutError(f"{where}: protocol {q.protocol!r} needs stat 'value'")
-    elif q.stat not in PACK_STATS and client_stat(q.stat) is None:
+    elif q.stat not in (*PACK_STATS, *VECTOR_STATS) and client_stat(q.stat) is None:
         raise LayoutError(
-            f"{where}: unknown stat {q.stat!r}; valid: {list(PACK_STATS)} or client<k> "
-            "(client id k's own value)"
+            f"{where}: unknown stat {q.stat!r}; valid: {list(PACK_STATS) + list(VECTOR_STATS)} "
+            "or client<k> (client id k's own value)"
         )
 
 
@@ -226,7 +227,7 @@ def warning_lines(scale: str, standin: bool) -> list[str]:
 def quantity_label(q: Quantity | CellLayout, percent: bool) -> str:
     """E.g. 'top1 (protocol global, stat wmean), in % (×100)'; only accuracies get the %."""
     text = f"{q.metric} (protocol {q.protocol}, stat {q.stat})"
-    return text + (", in % (×100)" if value_scale(q.metric, percent) != 1.0 else "")
+    return text + (", in % (×100)" if value_scale(q.metric, percent, q.stat) != 1.0 else "")
 
 
 # Plain words for figures (axis labels and the title line that explains them); tables and CSVs keep
@@ -236,6 +237,7 @@ METRIC_NAMES = {
     "ece": "Expected calibration error (ECE)",
     "mce": "Maximum calibration error (MCE)",
     "auroc": "AUROC",
+    "improved_clients": "Clients not made worse (share, ρ_t)",
 }
 STAT_WORDS = {
     "mean": "mean over clients",
@@ -248,6 +250,12 @@ STAT_WORDS = {
     "gini": "Gini coefficient across clients (0 = all equal)",
     "worst10_release": "sample-weighted mean of the lowest floor(K/10) clients (AAggFF release)",
     "best10_release": "sample-weighted mean of the highest floor(K/10) clients (AAggFF release)",
+    "worst5_qffl": "mean of the lowest max(1, int(0.05 K)) clients (q-FFL code)",
+    "best5_qffl": "mean of the highest max(1, int(0.05 K)) clients (q-FFL code)",
+    "worst10_qffl": "mean of the lowest max(1, int(0.1 K)) clients (q-FFL code)",
+    "best10_qffl": "mean of the highest max(1, int(0.1 K)) clients (q-FFL code)",
+    "angle": "angle (degrees) between the clients' values and the all-ones vector",
+    "kl": "KL divergence of the normalised client values from uniform",
 }
 # Stats that turn a level into a spread: the axis names them.
 AXIS_STATS = {"std": "std across clients", "gini": "Gini coefficient across clients"}
@@ -255,7 +263,10 @@ PROTOCOL_WORDS = {
     "global": "the global model on each client's test split",
     "personal": "each client's personalised model on its test split",
     GLOBAL_TEST: "the global model on the pooled test set",
-    TRAIN: "the round's training loss, mean over the training clients",
+    TRAIN: (
+        "the round's training clients (loss: their mean training loss; improved_clients: the "
+        "share whose full training loss the round did not increase, ρ_t)"
+    ),
     SERVER: "a scalar the algorithm's server logs",
     "best_lambda": "each client's best λ on its test split",
     "val_lambda": "each client's λ chosen on a validation split",

@@ -41,7 +41,7 @@ SEED_SPREADS = ("std", "pstd", "maxdev")
 SUMMARY_STATS = ("mean", "std", "mean_drop")
 # Quantities where smaller is better, so "best round" takes the minimum.
 MIN_METRICS = ("loss", "ece", "mce")
-MIN_STATS = ("std", "gini")
+MIN_STATS = ("std", "gini", "angle", "kl")
 STD_NOTE = (
     "mean ± sample standard deviation (ddof=1) over seeds of each run's value; no ± with "
     "one seed; (n=k) = runs averaged; Δ = ours − paper"
@@ -255,7 +255,7 @@ def build_table(
         for col in spec.columns:
             rid, cid = str(row["id"]), str(col["id"])
             q = quantities[(rid, cid)]
-            scale = value_scale(q.metric, spec.percent)
+            scale = value_scale(q.metric, spec.percent, q.stat)
             runs = sorted(cells.get((rid, cid), []), key=lambda r: r.key["seed"])
             ok = [r for r in runs if r.status == "ok"]
             diverged = [r for r in runs if r.status != "ok"]

@@ -1,19 +1,20 @@
-"""MedMNIST+ sources (DermaMNIST, OrganCMNIST) on medmnist-layout .npz files a test writes.
+"""MedMNIST+ sources (DermaMNIST, OrganCMNIST) through the medmnist package, on medmnist-layout
+.npz files a test writes where the package looks for them.
 
-No test touches the network: loading runs with urllib and sockets made to fail and the medmnist
-package made unimportable; fetching runs against a server on 127.0.0.1.
+No test touches the network: urllib and sockets are made to fail (a download the package tries
+is recorded and refused), and the package's MD5 is pointed at the test's file where a test
+fetches one.
 """
 
 from __future__ import annotations
 
-import ast
 import hashlib
-import importlib.util
 import socket
-import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import medmnist
 import numpy as np
 import pytest
 
@@ -43,14 +44,21 @@ def write_npz(folder: Path, name: str, size: int, n: dict[str, int], seed: int =
 
 @pytest.fixture
 def offline(monkeypatch):
-    """Fail any attempt to reach the network or to use the medmnist package."""
+    """No network: every URL urllib is asked for (the package downloads through torchvision's
+    download_url, which uses urllib) is recorded and refused; sockets refuse to connect.
+    Returns the record."""
+    tried = []
+
+    def urlopen(req, *args, **kwargs):
+        tried.append(getattr(req, "full_url", req))
+        raise urllib.error.URLError("network is unreachable (test)")
 
     def refuse(*args, **kwargs):
-        raise AssertionError("a MedMNIST source tried to reach the network")
+        raise AssertionError("a MedMNIST source tried to open a connection")
 
-    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
     monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setitem(sys.modules, "medmnist", None)  # `import medmnist` raises ImportError
+    return tried
 
 
 @pytest.mark.parametrize("name", list(SUBSETS))
@@ -82,16 +90,28 @@ def test_sizes_follow_the_package_naming(tmp_path, offline):
 
 def test_missing_file_names_it_its_folder_and_the_fix(tmp_path, offline):
     raw = tmp_path / "resources" / "raw" / "dermamnist"
+    raw.mkdir(parents=True)
     with pytest.raises(FileNotFoundError) as err:
         SOURCES["dermamnist"].load(raw)
     msg = str(err.value)
-    assert "dermamnist_64.npz" in msg and str(raw) in msg and "never downloads" in msg
-    assert f"SOURCES['dermamnist'].fetch({str(raw)!r}, size=64)" in msg  # the fetch step
-    assert "medmnist.DermaMNIST(split='train', size=64" in msg and "download=True" in msg
-    assert "b70a2f5635c6199aeaa28c31d7202e1f" in msg and "zenodo.org" in msg
-    with pytest.raises(FileNotFoundError, match=r"organcmnist\.npz .* 28 px"):
+    assert msg.startswith("dermamnist: medmnist.DermaMNIST found no data in " + str(raw))
+    assert f"{raw / 'dermamnist_64.npz'}  <-  {medmnist.INFO['dermamnist']['url_64']}" in msg
+    assert medmnist.INFO["dermamnist"]["MD5_64"] in msg
+    assert f"SOURCES['dermamnist'].fetch('{raw}', size=64)" in msg  # the fetch step
+    with pytest.raises(FileNotFoundError, match=r"organcmnist\.npz  <-  .*organcmnist\.npz"):
         SOURCES["organcmnist"].load(raw, size=28)
-    assert not raw.exists()  # nothing was created, let alone downloaded
+    assert offline == [] and list(raw.iterdir()) == []  # loading never downloads
+
+
+def test_offline_fetch_names_the_dataset_folder_and_file(tmp_path, offline):
+    raw = tmp_path / "raw"
+    with pytest.raises(FetchError) as err:
+        SOURCES["organcmnist"].fetch(raw, timeout=1)
+    msg = str(err.value)
+    assert "organcmnist: medmnist.OrganCMNIST could not download in " + str(raw) in msg
+    assert str(raw / "organcmnist_64.npz") in msg and "zenodo.org" in msg
+    assert offline == [medmnist.INFO["organcmnist"]["url_64"]]
+    assert not (raw / "MANIFEST.json").exists()
 
 
 @pytest.mark.parametrize("bad", [32, 64.0, "64", True, None])
@@ -151,58 +171,34 @@ def test_standin_defaults_to_the_official_split_sizes(monkeypatch):
     ]
 
 
-def test_fetch_gets_the_requested_size_verified(http_root, tmp_path, monkeypatch):
-    base, root = http_root
-    src = SOURCES["dermamnist"]
-    good = write_npz(root, "dermamnist", 64, {"train": 4, "val": 1, "test": 2}).read_bytes()
-    small = write_npz(root, "dermamnist", 28, {"train": 3, "val": 1, "test": 1}).read_bytes()
-    md5 = {64: hashlib.md5(good).hexdigest(), 28: hashlib.md5(small).hexdigest()}
-    monkeypatch.setattr(src, "mirrors", (base + "missing/", base))
-    monkeypatch.setattr(src, "md5", md5)
-    raw = tmp_path / "raw"
-    manifest = src.fetch(raw, timeout=2)  # the workflow's fetch rule: no params, size 64
-    assert list(manifest) == ["dermamnist_64.npz"]
-    assert manifest["dermamnist_64.npz"]["origin"] == base + "dermamnist_64.npz?download=1"
-    assert manifest["dermamnist_64.npz"]["verified_by"] == "archive"
-    assert manifest_verifies(raw, src.files)
+def test_fetch_keeps_a_copy_with_the_packages_md5(tmp_path, offline, monkeypatch):
+    src, raw = SOURCES["dermamnist"], tmp_path / "raw"
+    good = write_npz(raw, "dermamnist", 64, {"train": 4, "val": 1, "test": 2}).read_bytes()
+    small = write_npz(raw, "dermamnist", 28, {"train": 3, "val": 1, "test": 1}).read_bytes()
+    info = medmnist.INFO["dermamnist"]
+    monkeypatch.setitem(info, "MD5_64", hashlib.md5(good).hexdigest())
+    monkeypatch.setitem(info, "MD5", hashlib.md5(small).hexdigest())
+    manifest = src.fetch(raw, timeout=1)  # the workflow's fetch rule: no params, size 64
+    assert list(manifest) == ["dermamnist_64.npz"] and offline == []
+    assert manifest["dermamnist_64.npz"]["origin"] == f"already present in {raw}"
+    assert "medmnist" in manifest["dermamnist_64.npz"]["verified_by"]
+    assert manifest_verifies(raw, src.files) and src.present(raw)
     ds = prepare_dataset("dermamnist", {}, raw, "real", np.random.default_rng(0))
     assert ds.x_train.shape == (4, 3, 64, 64)
-    assert list(src.fetch(raw, timeout=2, size=28)) == ["dermamnist.npz"]
+    assert list(src.fetch(raw, timeout=1, size=28)) == ["dermamnist.npz"]
     assert src.load(raw, size=28).x_train.shape == (3, 3, 28, 28)
-    monkeypatch.setattr(src, "md5", {**md5, 64: "0" * 32})  # a corrupted download is rejected
-    with pytest.raises(FetchError, match="checksum mismatch"):
-        src.fetch(tmp_path / "raw2", timeout=2)
-    assert list((tmp_path / "raw2").iterdir()) == []
+    # A copy whose MD5 differs is downloaded again by the package: here, refused and named.
+    monkeypatch.setitem(info, "MD5_64", "0" * 32)
+    with pytest.raises(FetchError, match="dermamnist_64.npz"):
+        src.fetch(raw, timeout=1)
+    assert offline == [info["url_64"]]
 
 
-def _package_source(name: str) -> str | None:
-    spec = importlib.util.find_spec("medmnist")  # found, not imported (no ~/.medmnist made)
-    if spec is None or spec.origin is None:
-        return None
-    return (Path(spec.origin).parent / name).read_text()
-
-
-@pytest.mark.skipif(_package_source("info.py") is None, reason="medmnist is not installed")
-def test_pinned_metadata_matches_the_installed_package():
-    # INFO is a literal dict in medmnist/info.py: read it without running the package.
-    tree = ast.parse(_package_source("info.py"))
-    (info,) = [
-        ast.literal_eval(node.value)
-        for node in tree.body
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "INFO"
-    ]
+def test_split_sizes_and_classes_match_the_package():
     for name, (channels, classes) in SUBSETS.items():
-        src, entry = SOURCES[name], info[name]
+        src, entry = SOURCES[name], medmnist.INFO[name]
         assert (src.flag, src.python_class) == (name, entry["python_class"])
         assert (src.channels, src.num_classes) == (channels, classes)
         assert (entry["n_channels"], len(entry["label"])) == (channels, classes)
         assert src.n_samples == entry["n_samples"]
-        for size in mm.SIZES:
-            flag = "" if size == 28 else f"_{size}"
-            rf = src.remote_file(size)
-            assert rf.md5 == entry[f"MD5{flag}"] and rf.urls == (entry[f"url{flag}"],)
-    # The package's own loader: file `{flag}{size_flag}.npz`, keys `{split}_images`/`_labels`.
-    loader = _package_source("dataset.py")
-    assert 'f"{self.flag}{self.size_flag}.npz"' in loader
-    assert 'npz_file[f"{self.split}_images"]' in loader
-    assert 'npz_file[f"{self.split}_labels"]' in loader
+        assert src.fetch_route() == f"medmnist.{entry['python_class']}(size=64, download=True)"

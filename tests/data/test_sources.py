@@ -1,90 +1,21 @@
-"""Source loaders on tiny handcrafted files, real offline data where present, and stand-ins."""
+"""Source loaders on tiny handcrafted files, real offline data where present, and stand-ins
+(the torchvision-served sets: tests/data/test_torchvision_sources.py)."""
 
 from __future__ import annotations
-
-import gzip
-import io
-import pickle
-import tarfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedbench.data import SOURCES, prepare_dataset
-from fedbench.data.idx import parse_idx, read_idx
 from fedbench.data.mnist import IDX_FILES, fixed_split
 from fedbench.data.synthetic import generate_synthetic
-
-
-def test_idx_reader_handcrafted(tmp_path, encode_idx):
-    arr = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
-    plain = tmp_path / "a-idx3-ubyte"
-    plain.write_bytes(encode_idx(arr))
-    packed = tmp_path / "a-idx3-ubyte.gz"
-    packed.write_bytes(gzip.compress(encode_idx(arr)))
-    for path in (plain, packed):
-        out = read_idx(path)
-        assert out.shape == (2, 3, 4) and out.dtype == np.uint8 and np.array_equal(out, arr)
-    ints = bytes([0, 0, 0x0C, 1, 0, 0, 0, 2]) + np.array([-1, 258], dtype=">i4").tobytes()
-    assert parse_idx(ints).tolist() == [-1, 258]
-
-
-def test_idx_reader_rejects_bad_files(tmp_path, encode_idx):
-    bad = tmp_path / "bad.idx"
-    bad.write_bytes(encode_idx(np.zeros((2, 2), dtype=np.uint8))[:-1])
-    with pytest.raises(ValueError, match="bad.idx"):
-        read_idx(bad)
-    bad.write_bytes(b"\x01\x02\x03\x04")
-    with pytest.raises(ValueError, match="magic"):
-        read_idx(bad)
-
-
-def _cifar_tar(path: Path, folder: str, batches: dict[str, int], label_keys: tuple[bytes, ...]):
-    rng = np.random.default_rng(0)
-    with tarfile.open(path, "w:gz") as tar:
-        for name, n in batches.items():
-            batch = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8)}
-            batch.update(
-                {k: [(i * (j + 3)) % 20 for i in range(n)] for j, k in enumerate(label_keys)}
-            )
-            data = pickle.dumps(batch, protocol=2)
-            info = tarfile.TarInfo(f"{folder}/{name}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-
-def test_cifar10_loader_and_resize(tmp_path):
-    batches = {f"data_batch_{i}": 3 for i in range(1, 6)} | {"test_batch": 2, "batches.meta": 1}
-    _cifar_tar(tmp_path / "cifar-10-python.tar.gz", "cifar-10-batches-py", batches, (b"labels",))
-    src = SOURCES["cifar10"]
-    ds = src.load(tmp_path)
-    assert ds.x_train.shape == (15, 3, 32, 32) and ds.x_test.shape == (2, 3, 32, 32)
-    assert ds.y_train.dtype == np.int64 and ds.num_classes == 10 and not ds.standin
-    assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
-    small = src.load(tmp_path, resize=28)
-    assert small.x_train.shape == (15, 3, 28, 28) and small.x_train.max() <= 1.0
-    assert np.array_equal(small.y_train, ds.y_train)
-    with pytest.raises(ValueError, match="resize"):
-        src.load(tmp_path, resize=-3)
-
-
-def test_cifar100_fine_and_coarse(tmp_path):
-    keys = (b"fine_labels", b"coarse_labels")
-    _cifar_tar(
-        tmp_path / "cifar-100-python.tar.gz", "cifar-100-python", {"train": 4, "test": 2}, keys
-    )
-    src = SOURCES["cifar100"]
-    fine, coarse = src.load(tmp_path), src.load(tmp_path, label="coarse")
-    assert fine.num_classes == 100 and coarse.num_classes == 20
-    assert fine.y_train.tolist() == [0, 3, 6, 9] and coarse.y_train.tolist() == [0, 4, 8, 12]
-    with pytest.raises(ValueError, match="label"):
-        src.load(tmp_path, label="medium")
 
 
 def test_missing_raw_file_is_named(tmp_path):
     with pytest.raises(FileNotFoundError, match="cifar-10-python.tar.gz"):
         SOURCES["cifar10"].load(tmp_path)
+    with pytest.raises(ValueError, match="resize"):
+        SOURCES["cifar10"].load(tmp_path, resize=-3)
 
 
 def test_fixed_split_is_stratified_and_seed_independent():
@@ -104,22 +35,6 @@ def test_mnist5k_real_offline():
     assert np.bincount(ds.y_test).tolist() == [100] * 10
     assert ds.x_train.max() == 1.0 and ds.x_train.min() == 0.0 and not ds.standin
     assert src.files[0].check(src.offline_dir() / src.files[0].filename) == "archive"
-
-
-@pytest.mark.skipif(
-    not SOURCES["fashion_mnist"].available_offline(),
-    reason="/usr/share/datasets/fashion-mnist absent (apt-get install dataset-fashion-mnist)",
-)
-def test_fashion_mnist_real_offline():
-    src = SOURCES["fashion_mnist"]
-    folder = src.offline_dir()
-    for rf in src.files:
-        if "labels" in rf.filename:  # the small files; the images are verified on fetch
-            assert rf.check(folder / rf.filename) in ("archive", "content")
-    # The real files through the IDX reader (a full load() takes ~0.5 s; the quick grid runs it).
-    assert np.bincount(read_idx(folder / "train-labels-idx1-ubyte.gz")).tolist() == [6000] * 10
-    assert np.bincount(read_idx(folder / "t10k-labels-idx1-ubyte.gz")).tolist() == [1000] * 10
-    assert read_idx(folder / "t10k-images-idx3-ubyte.gz").shape == (10000, 28, 28)
 
 
 def test_synthetic_generator():
@@ -188,6 +103,7 @@ def test_registry_and_params():
         "berka",
         "cifar10",
         "cifar100",
+        "cinic10",
         "dermamnist",
         "fashion_mnist",
         "femnist",
@@ -207,7 +123,9 @@ def test_registry_and_params():
         "synthetic",
         "tinyimagenet",
     ]
-    assert [f.filename for f in SOURCES["mnist"].files] == list(IDX_FILES)
+    assert [f.filename for f in SOURCES["mnist"].files] == [
+        "MNIST/raw/" + n.removesuffix(".gz") for n in IDX_FILES
+    ]
     with pytest.raises(ValueError, match="imagenet.*valid"):
         prepare_dataset("imagenet", {}, None, "standin", np.random.default_rng(0))
     with pytest.raises(ValueError, match="resise.*valid.*resize"):

@@ -54,3 +54,22 @@ rule partition:
         spec=lambda w: resolve_partition(config, w.partition, w.scale),
     script:
         "../scripts/partition.py"
+
+
+# Where every grid's data stands (present / fetchable / manual step / stand-in): prints a table
+# (and keeps it in the log). `--config scale=quick` asks at one scale; unset, each grid at its own.
+rule data_status:
+    log:
+        "logs/data_status.log",
+    localrule: True
+    conda:
+        "../envs/fedbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=500,
+        runtime=5,
+        gpu=0,
+    params:
+        scale=lambda w: f"--scale {config['scale']}" if config.get("scale") else "",
+    shell:
+        "python -m fedbench.data status {params.scale} | tee {log}"
