@@ -50,7 +50,7 @@ test: setup
 	$(STAGE) smoke-pfedbred $(call smoke,pfedbred pfedbred_quick)
 	$(STAGE) smoke-aaggff $(call smoke,aaggff aaggff_quick)
 	$(STAGE) smoke-fedevg $(call smoke,fedevg fedevg_quick)
-	$(STAGE) smoke-dqnfed $(call smoke,dqnfed)
+	$(STAGE) smoke-dqnfed $(call smoke,dqnfed dqnfed_quick)
 	$(STAGE) smoke-qffl $(call smoke,qffl qffl_quick)
 	$(STAGE) lint $(MAKE) --no-print-directory lint-only
 

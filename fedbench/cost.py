@@ -16,7 +16,10 @@ labels of the source's nominal training-set size (NOMINAL, each number with its 
 federated sources take a fixed per-client table where one is known (FLamby's ISIC centres, the
 UCI heart hospitals, MQP's doctors, pFedBreD's Sent140 regrouping) and otherwise draw per-client
 sizes from a log-normal with the published mean and standard deviation (LEAF's writers/users,
-AAggFF's Table 3.5); Synthetic is generated and counted. An entry holds for the source
+AAggFF's Table 3.5); Synthetic is generated and counted. A dataset that keeps some classes
+(`classes`) keeps their share of both splits, and a merged pool (`transform: {pool: merged}`)
+holds the official test rows, which a `test_split: official` partition gives back to the
+clients (`pool_sizes`). An entry holds for the source
 parameters it names (a user sample, a regrouping, a stride): a dataset whose parameters differ
 fails rather than get another's sizes. A timed round trains m representative clients, the means
 of m equal strata of the sorted client sizes: their total is exactly the expected total of a
@@ -137,6 +140,20 @@ NOMINAL: dict[str, Nominal | tuple[Nominal, ...]] = {
     "tinyimagenet": Nominal(
         100_000, 10_000, "TinyImageNet-200 (CS231n): 500 train per class; 10,000 val = test"
     ),
+    "cinic10": (
+        Nominal(
+            180_000,
+            90_000,
+            "CINIC-10 (Darlow et al. 2018): 90,000 train + 90,000 valid / 90,000 test",
+            params=(("split", "train+valid"),),
+        ),
+        Nominal(
+            90_000,
+            90_000,
+            "CINIC-10 (Darlow et al. 2018): 90,000 train / 90,000 test",
+            params=(("split", "train"),),
+        ),
+    ),
     "dermamnist": Nominal(
         7_007, 2_005, "DermaMNIST (MedMNIST v2, Yang et al. 2023): 7,007 train / 2,005 test"
     ),
@@ -164,6 +181,17 @@ NOMINAL: dict[str, Nominal | tuple[Nominal, ...]] = {
             88.94,
             params=(("sample", "leaf_niid"), ("fraction", 0.05), ("min_samples", 0)),
         ),
+        # DQN-Fed's FEM-orig (catalog dqnfed-femnist): 500 writers drawn at random (004:L394).
+        Nominal(
+            round(500 * 226.83),
+            0,
+            f"500 writers drawn at random from {_LEAF}'s 3,550 (DQN-Fed's FEM-orig, "
+            "specs/qffl-dqnfed.md B.5.1); APPROXIMATION: LEAF's per-writer 226.83 +- 88.94 (the "
+            "drawn writers' sizes are not published)",
+            500,
+            88.94,
+            params=(("sample", None), ("max_clients", 500), ("min_samples", 0)),
+        ),
     ),
     "femnist_leaf": Nominal(
         805_263,
@@ -172,13 +200,39 @@ NOMINAL: dict[str, Nominal | tuple[Nominal, ...]] = {
         3_550,
         88.94,
     ),
-    "leaf_shakespeare": Nominal(
-        4_226_158,
-        0,
-        f"{_LEAF}: 4,226,158 samples, 1,129 users (3,743.28 +- 6,212.26 per user, seq_len 80, "
-        "stride 1); all pooled",
-        1_129,
-        6_212.26,
+    "leaf_shakespeare": (
+        Nominal(
+            4_226_158,
+            0,
+            f"{_LEAF}: 4,226,158 samples, 1,129 users (3,743.28 +- 6,212.26 per user, seq_len "
+            "80, stride 1); all pooled",
+            1_129,
+            6_212.26,
+            params=(("max_clients", None),),
+        ),
+        # DQN-Fed's Shakespeare setups (catalog dqnfed-shakespeare-s1 / -s2, B-D30): roles drawn
+        # at random among LEAF's users with >= min_samples samples. APPROXIMATION: the sizes
+        # follow the log-normal fitted to LEAF's mean and std (as natural_sizes draws them),
+        # conditioned on the size rule; the drawn roles' sizes are not published.
+        Nominal(
+            round(31 * 3_743.28),
+            0,
+            f"31 roles drawn at random from {_LEAF}'s 1,129 users (DQN-Fed Setup 1, >= 2 "
+            "samples: all of them); APPROXIMATION: LEAF's per-user 3,743.28 +- 6,212.26",
+            31,
+            6_212.26,
+            params=(("max_clients", 31), ("min_samples", 2)),
+        ),
+        Nominal(
+            20 * 19_102,
+            0,
+            f"20 roles drawn at random among {_LEAF}'s users with > 10,000 samples (DQN-Fed "
+            "Setup 2); APPROXIMATION: 19,102 +- 13,840 per role, the log-normal fitted to "
+            "LEAF's 3,743.28 +- 6,212.26 per user conditioned on > 10,000 (about 86 such users)",
+            20,
+            13_840.0,
+            params=(("max_clients", 20), ("min_samples", 10_001)),
+        ),
     ),
     # AAggFF's natural clients (the aaggff-natural-* partitions keep every client; 80/20 each).
     "berka": Nominal(
@@ -350,9 +404,37 @@ class Sizes:
         return len(self.train)
 
 
+def pool_sizes(
+    source: str, params: dict[str, Any] | None, transform: dict[str, Any] | None = None
+) -> tuple[int, int, int]:
+    """(training rows, official test rows, global test set) of a dataset's pool, nominally.
+
+    `classes` (the MNIST family's parameter: keep some labels) keeps that share of both splits,
+    as if the classes were balanced (exact for Fashion-MNIST, 6,000 / 1,000 per class; MNIST's
+    5,421-6,742 per class make it an APPROXIMATION there). The `pool: merged` transform moves the
+    official test rows into the pool, where a `test_split: official` partition finds them, and
+    leaves no global test set."""
+    from fedbench.data import SOURCES
+    from fedbench.data.transform import check_transform
+
+    nom = nominal(source, params)
+    n_train, n_test = nom.n_train, nom.n_test
+    classes = (params or {}).get("classes")
+    if classes is not None:
+        share = len(classes) / SOURCES[source].num_classes
+        n_train, n_test = round(n_train * share), round(n_test * share)
+    if check_transform(source, transform)["pool"] == "merged":
+        return n_train, n_test, 0
+    return n_train, 0, n_test
+
+
+def _balanced(rng: np.random.Generator, n: int, num_classes: int) -> np.ndarray:
+    return rng.permutation(np.arange(n) % num_classes).astype(np.int64)
+
+
 @cache
 def _partition_sizes(
-    source: str, dparams: tuple, part: tuple, num_classes: int
+    source: str, dparams: tuple, part: tuple, num_classes: int, transform: tuple = ()
 ) -> tuple[tuple[int, ...], tuple[int, ...]]:
     from fedbench.data.partition import make_partition
 
@@ -365,19 +447,28 @@ def _partition_sizes(
             sizes = sizes[np.sort(rng.choice(len(sizes), size=int(k), replace=False))]
         test = (float(spec.get("test_fraction", 0.0)) * sizes).astype(np.int64)
         return tuple(int(v) for v in sizes - test), tuple(int(v) for v in test)
-    n = nominal(source, dict(dparams)).n_train
-    labels = rng.permutation(np.arange(n) % num_classes).astype(np.int64)
-    p = make_partition(labels, None, spec, rng, num_classes)
+    n_train, n_official, _ = pool_sizes(source, dict(dparams), dict(transform))
+    # balanced labels in each split, the official test rows last (as `pool: merged` puts them)
+    labels = _balanced(rng, n_train, num_classes)
+    if n_official:  # (drawn only then: a pool without them partitions as it always did)
+        labels = np.concatenate([labels, _balanced(rng, n_official, num_classes)])
+    official = np.arange(n_train + n_official) >= n_train
+    p = make_partition(labels, None, spec, rng, num_classes, official if n_official else None)
     return tuple(len(t) for t in p.train), tuple(len(t) for t in p.test)
 
 
 def run_sizes(spec: dict[str, Any], num_classes: int) -> Sizes:
     """Nominal client sizes of a resolved run spec (see the module docstring)."""
     ds = spec["dataset"]
+    transform = ds.get("transform") or {}
     train, test = _partition_sizes(
-        ds["source"], _freeze(ds["params"]), _freeze(spec["partition"]), int(num_classes)
+        ds["source"],
+        _freeze(ds["params"]),
+        _freeze(spec["partition"]),
+        int(num_classes),
+        _freeze(transform),
     )
-    return Sizes(train, test, nominal(ds["source"], ds["params"]).n_test)
+    return Sizes(train, test, pool_sizes(ds["source"], ds["params"], transform)[2])
 
 
 def strata_means(sizes: tuple[int, ...] | list[int], parts: int, floor: int = 0) -> list[int]:

@@ -241,16 +241,16 @@ class DQNFed(Algorithm):
         n = max(float(carry["count"]), 1.0)
         g = {k: v / n for k, v in carry["g"].items()}
         flat_g = _flat(g, keys).double()
-        x_last = _flat(global_params, keys).double()
-        s = x_last - _flat(carry["prev"], keys).double()
+        x_last = _flat(global_params, keys)  # differences in the parameters' dtype, then float64
+        s = (x_last - _flat(carry["prev"], keys)).double()
         y = flat_g - _flat(carry["g_prev"], keys).double() / n
         pairs = [(s, y)] if curvature_ok(s, y) else []
         passes = self._passes(ctx)
         for e in range(1, passes):
             n_e = max(float(carry[f"count{e}"]), 1.0)
             g_e = {k: v / n_e for k, v in carry[f"g{e}"].items()}
-            x_e, flat_e = _flat(carry[f"x{e}"], keys).double(), _flat(g_e, keys).double()
-            s, y = x_e - x_last, flat_e - flat_g
+            x_e, flat_e = _flat(carry[f"x{e}"], keys), _flat(g_e, keys).double()
+            s, y = (x_e - x_last).double(), flat_e - flat_g
             if curvature_ok(s, y):
                 pairs.append((s, y))
             g, flat_g, x_last = g_e, flat_e, x_e

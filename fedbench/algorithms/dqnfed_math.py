@@ -142,6 +142,13 @@ def min_norm_step(grads: torch.Tensor, d: torch.Tensor, ridge_eps: float = 0.0) 
     dd = d.double()
     m = len(grads)
     gram = gram_matrix(grads)
+    if not (bool(torch.isfinite(gram).all()) and bool(torch.isfinite(dd).all())):
+        # A client's gradient or decrement overflowed: a NaN step, so the engine stops the run as
+        # diverged (with its round) instead of the factorisation raising.
+        u = torch.full((grads.shape[1],), math.nan, dtype=torch.float64, device=grads.device)
+        return ServerStep(
+            u, math.nan, torch.full((m,), math.nan, dtype=torch.float64), math.nan, 0.0
+        )
     if float(torch.trace(gram)) == 0.0:  # every gradient is 0 (a stationary point): no step
         u = torch.zeros(grads.shape[1], dtype=torch.float64, device=grads.device)
         return ServerStep(u, 0.0, torch.full((m,), 1.0 / m, dtype=torch.float64), math.inf, 0.0)

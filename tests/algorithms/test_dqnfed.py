@@ -156,3 +156,10 @@ def test_two_local_epochs_with_minibatches_agree_across_executors(tiny):
 def test_bad_settings_name_their_key(kw, key):
     with pytest.raises(ValueError, match=key):
         build_algorithm("dqnfed", **kw)
+
+
+def test_an_overflowing_run_stops_as_diverged_not_with_an_error(tiny):
+    fed, apply, p0 = tiny
+    algo = build_algorithm("dqnfed", server_lr_scale=1e30)  # θ blows up, then its gradients
+    run = run_rounds(algo, apply, fed, _cfg(rounds=6), Streams(0), p0)
+    assert run.status == "diverged" and run.diverged_round is not None

@@ -3,6 +3,7 @@ equals the closed form Gᵀ(GGᵀ)⁻¹d̃ and is order-invariant; the inverse-B
 two-loop recursion equals its one-pair closed form and satisfies the secant condition."""
 
 import itertools
+import math
 
 import pytest
 import torch
@@ -119,3 +120,11 @@ def test_without_a_pair_the_decrement_is_the_squared_norm_and_bad_forms_are_name
     assert decrement(g, []) == pytest.approx(25.0)
     with pytest.raises(ValueError, match="bfgs_form"):
         decrement(g, [], "dense")
+
+
+def test_a_non_finite_gradient_gives_a_nan_step_not_an_error():
+    grads = torch.tensor([[1.0, 2.0], [float("inf"), 0.0]])
+    step = min_norm_step(grads, torch.tensor([1.0, 1.0], dtype=torch.float64))
+    assert torch.isnan(step.u).all() and math.isnan(step.eta)
+    step = min_norm_step(grads[:1], torch.tensor([float("nan")], dtype=torch.float64))
+    assert torch.isnan(step.u).all()
