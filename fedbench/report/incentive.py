@@ -11,6 +11,7 @@ from typing import Any
 
 from fedbench.io import write_text
 from fedbench.report.html_table import html_table
+from fedbench.report.tables import tex_escape
 
 ILLUSTRATIVE = "illustrative: the paper gives no numbers"
 SIGN_WORDS = {-1: "γ_n = -β|F_n - F_global| (A-Q5's default)", 1: "γ_n = +β|F_n - F_global|"}
@@ -244,29 +245,17 @@ def to_markdown(spec: IncentiveSpec, data: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _tex(text: str) -> str:
-    for a, b in (
-        ("\\", r"\textbackslash{}"),
-        ("&", r"\&"),
-        ("%", r"\%"),
-        ("_", r"\_"),
-        ("#", r"\#"),
-    ):
-        text = text.replace(a, b)
-    return text
-
-
 def to_latex(spec: IncentiveSpec, data: dict[str, Any]) -> str:
     lines = [f"% {k}: {t}" for k, t in table_notes(spec, data)]
     lines += [
         r"\begin{table}",
-        rf"\caption{{{_tex(_title(spec))}}}",
+        rf"\caption{{{tex_escape(_title(spec))}}}",
         r"\begin{tabular}{ll" + "r" * (len(TABLE_HEAD) - 3) + "l}",
         r"\toprule",
-        " & ".join(_tex(h) for h in TABLE_HEAD) + r" \\",
+        " & ".join(tex_escape(h) for h in TABLE_HEAD) + r" \\",
         r"\midrule",
     ]
-    lines += [" & ".join(_tex(c) for c in r) + r" \\" for r in table_rows(data)]
+    lines += [" & ".join(tex_escape(c) for c in r) + r" \\" for r in table_rows(data)]
     lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
     return "\n".join(lines) + "\n"
 
