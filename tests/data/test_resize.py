@@ -9,11 +9,20 @@ import pytest
 from PIL import Image
 
 from fedbench.data import SOURCES, prepare_dataset
-from fedbench.data.idx import read_idx
 from fedbench.data.mnist import IDX_FILES, MNIST5K_FILE, fixed_split
 from fedbench.data.transform import resize_images
 
 FAMILY = ("mnist", "fashion_mnist", "mnist5k")
+
+
+def read_idx(path) -> np.ndarray:
+    """A gzipped IDX file read by hand (the reference the sources' torchvision path must match):
+    4 magic bytes whose last gives the number of dimensions, one big-endian uint32 per
+    dimension, then uint8 data."""
+    raw = gzip.decompress(path.read_bytes())
+    ndim = raw[3]
+    dims = np.frombuffer(raw, dtype=">u4", count=ndim, offset=4).astype(int)
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
 
 
 def _write_mnist5k(folder, per_class: int = 10) -> np.ndarray:
