@@ -3,7 +3,11 @@
 Usage: python benchmarks/summary.py results/benchmarks/latest.json [--no-profile]
 
 Times are the best (minimum) of each benchmark's timed rounds: other processes on the machine
-only ever add time. The FLOP floor of a round is counted analytically (bench_lib.forward_flops):
+only ever add time. The targets that compare two variants (sequential vs naive, vectorised vs
+naive, bf16 vs fp32) read the paired benchmarks (test_paired.py) where the run has them: the
+variants alternate round after round, and a target's value is the median over repetitions of
+that repetition's ratio, so a drift of the machine between two best-of measurements cannot
+decide it. The FLOP floor of a round is counted analytically (bench_lib.forward_flops):
 forward 2·in·out per Linear and 2·(Cin/g)·kh·kw·Cout·Hout·Wout per Conv2d per sample (Conv1d and
 LSTM layers likewise, for the local steps), backward 2x forward, times the samples trained (E x 50
 per client); GFLOP/s = floor / vectorised time, and is compared with the best float32 matmul rate
@@ -84,6 +88,65 @@ SCALING_TARGETS = ("twonn", "twocnn")
 PRECISION_TARGETS = (("twocnn", "vectorised", 2.0), ("resnet9", "sequential", 2.0))
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def paired_ratio(times: dict[str, list[float]], slow: str, fast: str) -> float | None:
+    """Median over repetitions of times[slow][i] / times[fast][i] (how many times faster `fast`
+    ran than `slow` in the same repetition)."""
+    a, b = times.get(slow), times.get(fast)
+    if not a or not b:
+        return None
+    return _median([x / y for x, y in zip(a, b)])
+
+
+def paired_cases(benches: list[dict]) -> dict[str, dict]:
+    """The paired benchmarks' per-repetition ratios: executors per (arch, clients), precisions
+    per (arch, executor)."""
+    out: dict[str, dict] = {}
+    for b in benches:
+        i = b["extra_info"]
+        t = i["times"]
+        if i["kind"] == "paired_executors":
+            out[f"fedavg-{i['arch']}-{i['clients']}"] = {
+                "arch": i["arch"],
+                "clients": i["clients"],
+                "repeats": len(t["naive"]),
+                "best_s": {k: min(v) for k, v in t.items()},
+                "sequential_vs_naive": paired_ratio(t, "naive", "sequential"),
+                "speedup_vs_naive": paired_ratio(t, "naive", "vectorised"),
+                "speedup": paired_ratio(t, "sequential", "vectorised"),
+            }
+        else:
+            out[f"{i['arch']}-{i['executor']}"] = {
+                "arch": i["arch"],
+                "executor": i["executor"],
+                "clients": i["clients"],
+                "samples": i["samples"],
+                "repeats": len(t["fp32"]),
+                "best_s": {k: min(v) for k, v in t.items()},
+                "bf16_speedup": paired_ratio(t, "fp32", "bf16"),
+            }
+    return out
+
+
+def print_paired(paired: dict[str, dict]) -> None:
+    """The paired ratios the targets read."""
+    if not paired:
+        return
+    print("\nPaired (variants alternating; median over repetitions of each repetition's ratio)")
+    print(f"  {'case':<26}{'reps':>5}{'seq/naive':>11}{'vec/naive':>11}{'vec/seq':>9}{'bf16':>8}")
+    for key, c in paired.items():
+        print(
+            f"  {key:<26}{c['repeats']:>5}{_f(c.get('sequential_vs_naive'), '.2f'):>10}x"
+            f"{_f(c.get('speedup_vs_naive'), '.2f'):>10}x{_f(c.get('speedup'), '.2f'):>8}x"
+            f"{_f(c.get('bf16_speedup'), '.2f'):>7}x"
+        )
+
+
 def precision_cases(benches: list[dict]) -> dict[str, dict]:
     """Per (arch, executor): the fp32 and bf16 round times and fp32 / bf16."""
     cases: dict[str, dict] = {}
@@ -162,8 +225,17 @@ def print_precision(cases: dict[str, dict]) -> None:
         )
 
 
-def check_targets(cases: dict[str, dict], precision: dict[str, dict] | None = None) -> list[dict]:
-    """Each target with its measured value and whether it is met."""
+def check_targets(
+    cases: dict[str, dict],
+    precision: dict[str, dict] | None = None,
+    paired: dict[str, dict] | None = None,
+) -> list[dict]:
+    """Each target with its measured value and whether it is met: a comparison of two variants
+    from the paired benchmark of its case where the run has one, else from the best-of ones."""
+    paired = paired or {}
+    cases = {k: {**cases.get(k, {}), **paired.get(k, {})} for k in {*cases, *paired}}
+    precision = precision or {}
+    precision = {k: {**precision.get(k, {}), **paired.get(k, {})} for k in {*precision, *paired}}
     out = []
     for arch, clients in SEQUENTIAL_TARGETS:
         value = cases.get(f"fedavg-{arch}-{clients}", {}).get("sequential_vs_naive")
@@ -186,7 +258,7 @@ def check_targets(cases: dict[str, dict], precision: dict[str, dict] | None = No
             }
         )
     for arch, executor, need in PRECISION_TARGETS:
-        value = (precision or {}).get(f"{arch}-{executor}", {}).get("bf16_speedup")
+        value = precision.get(f"{arch}-{executor}", {}).get("bf16_speedup")
         out.append(
             {
                 "target": f"{arch} {executor}: bf16 >= {need:g}x fp32",
@@ -343,8 +415,10 @@ def main(argv: list[str] | None = None) -> int:
     print_user_path(paths)
     precision = precision_cases(kinds.get("precision", []))
     print_precision(precision)
+    paired = paired_cases(kinds.get("paired_executors", []) + kinds.get("paired_precision", []))
+    print_paired(paired)
     others = print_others(kinds)
-    targets = check_targets(cases, precision)
+    targets = check_targets(cases, precision, paired)
     print("\nTargets")
     for t in targets:
         value = t["value"]
@@ -366,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         "user_path": paths,
         "chunks": chunks,
         "precision": precision,
+        "paired": paired,
         "targets": targets,
         **others,
         "machine": {

@@ -1,0 +1,31 @@
+"""The summary's paired ratios and which measurement a target reads (plain tests, no timing)."""
+
+import pytest
+from summary import check_targets, paired_cases, paired_ratio
+
+
+def test_paired_ratio_is_the_median_of_each_repetitions_ratio():
+    times = {"naive": [2.0, 9.0, 3.0], "sequential": [1.0, 10.0, 2.0]}
+    # ratios 2.0, 0.9, 1.5: the median 1.5; the minima's ratio would be 2.0 / 1.0 = 2.0.
+    assert paired_ratio(times, "naive", "sequential") == pytest.approx(1.5)
+    assert paired_ratio({"naive": [4.0, 1.0]}, "naive", "sequential") is None
+    assert paired_ratio({"a": [1.0, 3.0], "b": [1.0, 1.0]}, "a", "b") == pytest.approx(2.0)
+
+
+def test_targets_read_the_paired_run_over_the_best_of():
+    best_of = {"fedavg-twocnn-100": {"arch": "twocnn", "clients": 100, "sequential_vs_naive": 0.75}}
+    bench = {
+        "extra_info": {
+            "kind": "paired_executors",
+            "arch": "twocnn",
+            "clients": 100,
+            "times": {"naive": [5.0, 6.2], "sequential": [4.8, 6.0], "vectorised": [4.0, 4.5]},
+        }
+    }
+    paired = paired_cases([bench])
+    target = "twocnn 100 clients: sequential >= 1x naive"
+    alone = {t["target"]: t for t in check_targets(best_of)}
+    both = {t["target"]: t for t in check_targets(best_of, None, paired)}
+    assert not alone[target]["met"] and alone[target]["value"] == pytest.approx(0.75)
+    expected = (5.0 / 4.8 + 6.2 / 6.0) / 2
+    assert both[target]["met"] and both[target]["value"] == pytest.approx(expected)
