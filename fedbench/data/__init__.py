@@ -72,6 +72,7 @@ def prepare_dataset(
     if mode != "real":
         raise ValueError(f"unknown data mode {mode!r}; valid: {', '.join(MODES)}")
     src.check_params(params)
+    src = src.routed(params)  # `source: hub | original`: the files of the route asked for
     if not src.files:
         return src.load(raw_dir, **params)
     if raw_dir is None:

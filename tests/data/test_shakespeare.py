@@ -398,22 +398,24 @@ def test_leaf_shakespeare_fetch_and_load(http_root, tmp_path, monkeypatch):
     data = (root / sh.GUTENBERG_ZIP).read_bytes()
     src = SOURCES["leaf_shakespeare"]
     monkeypatch.setattr(
-        src, "files", [RemoteFile(sh.GUTENBERG_ZIP, (base + "gone.zip", base + sh.GUTENBERG_ZIP))]
+        src,
+        "original_files",
+        [RemoteFile(sh.GUTENBERG_ZIP, (base + "gone.zip", base + sh.GUTENBERG_ZIP))],
     )
     raw = tmp_path / "raw"
-    manifest = src.fetch(raw, timeout=2)
+    manifest = src.fetch(raw, timeout=2, source="original")
     entry = manifest[sh.GUTENBERG_ZIP]
     assert entry["verified_by"] == "unchecked" and entry["cited_md5_matches"] is False
     assert entry["sha256"] == hashlib.sha256(data).hexdigest()
     assert json.loads((raw / "MANIFEST.json").read_text()) == manifest
-    ds = src.load(raw, seq_len=8, min_samples=1)
+    ds = src.load(raw, source="original", seq_len=8, min_samples=1)
     # Speakers with > 2 lines: HAMLET, SIR TOBY, EGEON (DUKE and OPHELIA have 2).
     assert len(np.unique(ds.groups)) == 3 and "\r" not in "".join(sh.LEAF80[i] for i in ds.y_train)
     with pytest.raises(ValueError, match="colour.*valid"):
         src.load(raw, colour="red")
     (raw / sh.GUTENBERG_ZIP).write_bytes(b"damaged")
     with pytest.raises(ValueError, match="not a readable zip"):
-        src.load(raw)
+        src.load(raw, source="original")
 
 
 @pytest.mark.parametrize("stride", [1, 8, 80])
