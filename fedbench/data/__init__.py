@@ -22,6 +22,8 @@ SOURCES: Mapping[str, Source] = LazyRegistry(
         "mnist": "fedbench.data.mnist:MNIST",
         "fashion_mnist": "fedbench.data.mnist:FashionMNIST",
         "mnist5k": "fedbench.data.mnist:MNIST5k",
+        # DQN-Fed Table 5's FEMNIST-skewed (spec B.5.1 FEM-skew): ByClass's lower-case 'a'-'j'
+        "emnist": "fedbench.data.emnist:EMNIST",
         "cifar10": "fedbench.data.cifar:Cifar10",
         "cifar100": "fedbench.data.cifar:Cifar100",
         "synthetic": "fedbench.data.synthetic:Synthetic",

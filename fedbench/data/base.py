@@ -377,13 +377,18 @@ class TorchvisionSource(Source):
         write_text(raw_dir / MANIFEST, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
         return manifest
 
-    def open(self, raw_dir: str | os.PathLike, *, train: bool, download: bool = False) -> Any:
-        """torchvision's dataset object for one split. No data: FetchError (download) or
-        FileNotFoundError (load) naming the dataset, raw_dir and the exact files to place."""
+    def open(
+        self, raw_dir: str | os.PathLike, *, train: bool, download: bool = False, **options: Any
+    ) -> Any:
+        """torchvision's dataset object for one split (`options`: the class's other arguments,
+        EMNIST's `split`). No data: FetchError (download) or FileNotFoundError (load) naming the
+        dataset, raw_dir and the exact files to place."""
         import torchvision.datasets as tvd  # torch's image library: imported only to read
 
         try:
-            return getattr(tvd, self.tv_class)(root=str(raw_dir), train=train, download=download)
+            return getattr(tvd, self.tv_class)(
+                root=str(raw_dir), train=train, download=download, **options
+            )
         except (RuntimeError, OSError) as err:
             lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
             lines = lines or [type(err).__name__]  # first and last: the file, the last error

@@ -427,6 +427,46 @@ def by_label(labels: np.ndarray) -> list[np.ndarray]:
     return natural(labels)
 
 
+def random_classes(
+    labels: np.ndarray, num_clients: int, classes_per_client: int, rng: np.random.Generator
+) -> tuple[list[np.ndarray], list[list[int]]]:
+    """Each client draws `classes_per_client` distinct classes uniformly at random; each class's
+    samples, shuffled, are dealt in near-equal parts to the clients that drew it (FedProx's,
+    Ditto's and DQN-Fed's FEMNIST-skewed: 5 of EMNIST's lower-case 'a'-'j' per device). A class
+    no client drew is left out. Returns the clients and each client's classes (sorted)."""
+    labels = np.asarray(labels)
+    if int(classes_per_client) != classes_per_client or classes_per_client < 1:
+        raise ValueError(
+            f"classes_per_client must be a positive integer, got {classes_per_client!r}"
+        )
+    _check_clients(num_clients, len(labels))
+    classes = np.unique(labels)
+    if classes_per_client > len(classes):
+        raise ValueError(
+            f"classes_per_client={classes_per_client} exceeds the {len(classes)} classes"
+        )
+    drawn = np.sort(
+        np.stack([rng.permutation(len(classes))[:classes_per_client] for _ in range(num_clients)]),
+        axis=1,
+    )
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for k, c in enumerate(classes):
+        holders = np.flatnonzero((drawn == k).any(axis=1))
+        members = np.flatnonzero(labels == c)
+        if len(holders) == 0:
+            continue  # no client drew it: left out
+        if len(holders) > len(members):
+            raise ValueError(
+                f"class {int(c)} has {len(members)} samples for the {len(holders)} clients that "
+                "drew it: every client needs one of each of its classes; use fewer clients or "
+                "classes_per_client"
+            )
+        for h, share in zip(holders, np.array_split(rng.permutation(members), len(holders))):
+            parts[h].append(share)
+    clients = _as_clients([np.concatenate(p) for p in parts])
+    return clients, classes[drawn].tolist()
+
+
 def split_official(
     clients: list[np.ndarray], official_test: np.ndarray
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -740,6 +780,12 @@ def _build_label_powerlaw(
     return clients, info
 
 
+def _build_random_classes(labels, groups, rng, num_clients, classes_per_client):
+    clients, drawn = random_classes(labels, num_clients, classes_per_client, rng)
+    left_out = int(len(labels) - sum(len(c) for c in clients))
+    return clients, {"client_classes": drawn, "left_out": left_out}
+
+
 PARTITIONERS: dict[str, Partitioner] = {
     "iid": Partitioner(_build_iid, ("num_clients",), {}),
     "shards": Partitioner(
@@ -765,6 +811,8 @@ PARTITIONERS: dict[str, Partitioner] = {
     "natural": Partitioner(_build_natural, (), {"num_clients": None}),
     # DQN-Fed's Table 9 (the q-FFL / AFL Fashion-MNIST protocol): one client per class
     "by_label": Partitioner(_build_by_label, (), {}),
+    # DQN-Fed's FEMNIST-skewed (specs/qffl-dqnfed.md B.5.1 FEM-skew): k random classes a client
+    "random_classes": Partitioner(_build_random_classes, ("num_clients", "classes_per_client"), {}),
     "label_powerlaw": Partitioner(
         _build_label_powerlaw,
         ("num_clients", "labels_per_client"),
@@ -846,7 +894,7 @@ def _bad_value(key: str, v: Any) -> str | None:
     bad value fails at DAG build rather than in the partition job."""
     if key == "num_clients":
         return None if v is None or (_is_int(v) and v >= 1) else "a positive integer"
-    if key in ("shards_per_client", "labels_per_client", "max_tries"):
+    if key in ("shards_per_client", "labels_per_client", "classes_per_client", "max_tries"):
         return None if _is_int(v) and v >= 1 else "a positive integer"
     if key == "mincls":
         return None if _is_int(v) and v >= 1 else "a positive integer (at most the classes)"

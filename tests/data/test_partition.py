@@ -173,6 +173,7 @@ def test_registry_kinds():
         "iid",
         "label_powerlaw",
         "natural",
+        "random_classes",
         "shards",
     ]
 

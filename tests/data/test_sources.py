@@ -105,6 +105,7 @@ def test_registry_and_params():
         "cifar100",
         "cinic10",
         "dermamnist",
+        "emnist",
         "fashion_mnist",
         "femnist",
         "femnist_leaf",
