@@ -53,12 +53,24 @@ def _job(log: str | Path | None, targets: list, fmt: str = LOG_FORMAT) -> Iterat
             handler.close()
 
 
-def fetch(source: str, out: str | Path, log: str | Path) -> None:
-    """Fetch one source's raw files (verified) into the folder of `out` (its MANIFEST.json)."""
+def fetch(
+    source: str, out: str | Path, log: str | Path, datasets: dict[str, Any] | None = None
+) -> None:
+    """Fetch one source's raw files (verified) into the folder of `out` (its MANIFEST.json).
+
+    A source with `source: hub | original` gets the routes that the catalog's `datasets` of
+    that source name (`fedbench.data.hub.fetch_routes`; with none given, its default route):
+    a grid whose dataset says `source: original` downloads no hub copy first.
+    """
     from fedbench.data import SOURCES
+    from fedbench.data.hub import fetch_routes
 
     with _job(log, [out]):
-        SOURCES[source].fetch(Path(out).parent)
+        src = SOURCES[source]
+        for route in fetch_routes(src, (datasets or {}).values()):
+            if route is not None:
+                logging.info("%s: route %s (a catalog dataset names it)", source, route)
+            src.fetch(Path(out).parent, **({} if route is None else {"source": route}))
 
 
 def prepare(

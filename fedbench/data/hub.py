@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -121,6 +122,30 @@ def check_route(source: str, route: Any) -> str:
     if route not in ROUTES:
         raise ValueError(f"{source}: source must be one of {list(ROUTES)}, got {route!r}")
     return route
+
+
+def fetch_routes(source: Source, entries: Iterable[Any]) -> list[str | None]:
+    """The routes the fetch job of `source` fetches, in order: each route that a catalog dataset
+    of this source names in its params (`source: hub | original`), sorted; then None, the
+    default route (which falls back to the other route's files placed by hand), when a dataset
+    names none or none uses the source, unless the default route is named already. A source
+    without routes: [None]."""
+    if not isinstance(source, HubRouted):
+        return [None]
+    named: set[str] = set()
+    unnamed = False
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("source") != source.name:
+            continue
+        route = (entry.get("params") or {}).get("source")
+        if route is None:
+            unnamed = True
+        else:
+            named.add(check_route(source.name, route))
+    routes: list[str | None] = sorted(named)
+    if (unnamed or not named) and source.default_route not in named:
+        routes.append(None)
+    return routes
 
 
 class HubRouted(Source):

@@ -1,7 +1,8 @@
 """LEAF's CelebA (smiling, one client per celebrity) and Reddit (next token, one client per user).
 
-AAggFF's cross-device benchmarks (aaggff.md §9.4). CelebA is rebuilt from CelebA's own files the
-way LEAF's preprocessing does it: celebrities with at least 5 aligned images, label = Smiling.
+AAggFF's cross-device benchmarks (aaggff.md §9.4). CelebA is rebuilt the way LEAF's preprocessing
+does it (celebrities with at least 5 aligned images, label = Smiling) from Flower Labs' hub copy
+(`source: hub`, the default) or from CelebA's own files (`source: original`).
 Reddit reads LEAF's preprocessed subsample (December 2017 comments), builds LEAF's 10,000-token
 vocabulary (<PAD> 0, <UNK> 1, <BOS> 2, <EOS> 3, then the most frequent training tokens) and keeps
 each 10-token sequence as one sample.
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from fedbench.data.base import ArrayDataset, RemoteFile
+from fedbench.data.hub import HubRepo, HubRouted, load_split
 from fedbench.data.natural import (
     CheckedSource,
     check_zip_members,
@@ -36,6 +38,15 @@ IMAGES = "img_align_celeba.zip"
 CELEBA_SIDE = 84
 CELEBA_STATS = (9343, 21.44, 7.63)  # Table 3.5
 MIN_IMAGES = 5  # LEAF keeps celebrities with >= 5 images
+# Flower Labs' copy of CelebA's aligned images with identities and attributes: config
+# `img_align+identity+attr`, splits train / valid / test (162,770 / 19,867 / 19,962 rows, CelebA's
+# own partition), columns `image`, `celeb_id` (identity_CelebA.txt's id) and the 40 attributes as
+# bools (`Smiling` among them), per the dataset card (dataset_info) and file tree at this revision.
+CELEBA_HUB = HubRepo(
+    "flwrlabs/celeba", "2d738f56e0e7f925ea36ae7c808ea925264aacec", config="img_align+identity+attr"
+)
+CELEBA_HUB_SPLITS = ("train", "valid", "test")
+CELEBA_HUB_NPZ = "celeba-hub.npz"
 
 REDDIT_ZIP = "reddit_subsampled.zip"
 REDDIT_STATS = (817, 119.90, 229.85)  # Table 3.5
@@ -75,8 +86,8 @@ def read_smiling(text: str) -> dict[str, int]:
     return out
 
 
-def celeba_image(data: bytes, what: str, side: int) -> np.ndarray:
-    """An aligned JPEG resized to side x side (PIL bicubic, LEAF's resize), (3, s, s) in [0, 1]."""
+def celeba_pixels(data: bytes, what: str, side: int) -> np.ndarray:
+    """An aligned image resized to side x side (PIL bicubic, LEAF's resize), uint8 (3, s, s)."""
     from PIL import Image
 
     try:
@@ -84,15 +95,69 @@ def celeba_image(data: bytes, what: str, side: int) -> np.ndarray:
             arr = np.asarray(img.convert("RGB").resize((side, side), Image.Resampling.BICUBIC))
     except OSError as err:
         raise ValueError(f"{what}: cannot decode ({err})") from None
-    return np.divide(arr.transpose(2, 0, 1), np.float32(255.0), dtype=np.float32)
+    return arr.transpose(2, 0, 1)
 
 
-class LeafCelebA(CheckedSource):
+def celeba_image(data: bytes, what: str, side: int) -> np.ndarray:
+    """`celeba_pixels` in [0, 1] as float32."""
+    return np.divide(celeba_pixels(data, what, side), np.float32(255.0), dtype=np.float32)
+
+
+def keep_celebs(counts: dict[int, int], params: dict[str, Any]) -> list[int]:
+    """Celebrities with >= MIN_IMAGES images (sorted ids), then a seeded max_clients of them."""
+    celebs = sorted(c for c, n in counts.items() if n >= MIN_IMAGES)
+    if params["max_clients"] is not None and params["max_clients"] < len(celebs):
+        pick = np.random.default_rng(params["seed"]).choice(
+            len(celebs), params["max_clients"], replace=False
+        )
+        celebs = [celebs[i] for i in np.sort(pick)]
+    return celebs
+
+
+def hub_celeba(splits: list[Any], side: int) -> dict[str, np.ndarray]:
+    """The hub copy's splits (in order) as uint8 images resized like the original route's, the
+    celebrity and Smiling of each row, and each image's file name ('' when the copy names none).
+    The images are read as stored (`decode=False`) and decoded here, as `celeba_image` does."""
+    import datasets  # Hugging Face's library: imported only to fetch
+
+    n = sum(len(ds) for ds in splits)
+    x = np.empty((n, 3, side, side), dtype=np.uint8)
+    celeb, smiling, names = np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64), []
+    for ds in splits:
+        missing = sorted({"image", "celeb_id", "Smiling"} - set(ds.column_names))
+        if missing:
+            raise ValueError(f"leaf_celeba: the hub copy lacks the column(s) {missing}")
+        ds = ds.select_columns(["image", "celeb_id", "Smiling"])
+        for batch in ds.cast_column("image", datasets.Image(decode=False)).iter(batch_size=1024):
+            for img, c, s in zip(batch["image"], batch["celeb_id"], batch["Smiling"], strict=True):
+                name = PurePosixPath(img.get("path") or "").name
+                i = len(names)
+                x[i] = celeba_pixels(img["bytes"], f"hub row {i} {name}".strip(), side)
+                celeb[i], smiling[i] = int(c), int(bool(s))
+                names.append(name)
+    return {"x": x, "celeb": celeb, "smiling": smiling, "names": np.asarray(names, dtype=str)}
+
+
+class LeafCelebA(HubRouted, CheckedSource):
     """CelebA smiling / not, one client per celebrity with >= 5 images (LEAF: 9,343 clients).
 
-    CelebA's files live on Google Drive behind the authors' page, which asks users to agree to
-    non-commercial research use; fetch tries Drive (identity and attribute files) and the mirror
-    the AAggFF release uses for the images (whose MD5 it cites), then checks each file's format.
+    Hub (`source: hub`, the default): `flwrlabs/celeba` (CELEBA_HUB) through `datasets`, all
+    three splits, converted once to celeba-hub.npz (uint8 at 84 x 84, 4.3 GB; the download is
+    about 11.7 GB of parquet, and `datasets` keeps an Arrow copy in its cache). The default
+    because the original's identity and attribute files sit on Google Drive, whose links stop at
+    a quota page; the hub serves the same celebrities (`celeb_id`) and labels (`Smiling`). Rows
+    are ordered as the original route orders them, by each image's file name when the copy
+    keeps one, else by its row order (train, valid, test: CelebA's own image order); a test
+    writes both formats from one set of images and gets the same clients and samples. Where
+    they can differ: whether the copy's images are the JPEGs of img_align_celeba.zip is not
+    stated on its card (at about 58 KB a row they may be CelebA's PNG version, whose pixels
+    differ slightly from the JPEGs'); `side` other than 84 needs the original route.
+
+    Original (`source: original`): CelebA's files live on Google Drive behind the authors' page,
+    which asks users to agree to non-commercial research use; fetch tries Drive (identity and
+    attribute files) and the mirror the AAggFF release uses for the images (whose MD5 it cites),
+    then checks each file's format.
+
     Images are resized to 84 x 84 and kept in [0, 1]; the release's normalisation
     ((x - 0.5) / 0.5) is the catalog's `transform: {standardise: half}`. `max_clients` keeps a
     seeded subset of celebrities (quick runs); the full pool is about 17 GB as float32.
@@ -101,8 +166,10 @@ class LeafCelebA(CheckedSource):
     name = "leaf_celeba"
     input_shape = (3, CELEBA_SIDE, CELEBA_SIDE)
     num_classes = 2
-    params = {"max_clients": None, "seed": 0, "side": CELEBA_SIDE}
-    files = [
+    params = {"source": "hub", "max_clients": None, "seed": 0, "side": CELEBA_SIDE}
+    hub = CELEBA_HUB
+    hub_file = CELEBA_HUB_NPZ
+    original_files = [
         RemoteFile(IDENTITY, (GDRIVE + "1_ee_0u7vcNLOfNLegJRHmolfH5ICW-XS",)),
         RemoteFile(ATTRS, (GDRIVE + "0B7EVK8r0v71pblRyaVFSWGxPY0U",)),
         RemoteFile(IMAGES, ("https://cseweb.ucsd.edu/~weijian/static/datasets/celeba/" + IMAGES,)),
@@ -125,20 +192,28 @@ class LeafCelebA(CheckedSource):
                 if not any(n.endswith(".jpg") for n in z.namelist()):
                     raise ValueError("no .jpg in the zip")
 
+    def convert_hub(self, raw_dir: Path) -> tuple[dict[str, np.ndarray], str]:
+        """All three splits of the hub copy, resized to 84 x 84 (uint8)."""
+        splits, origins = [], []
+        for split in CELEBA_HUB_SPLITS:
+            ds, origin = load_split(
+                self.name, self.hub, split, raw_dir, "CelebA's files from Google Drive"
+            )
+            splits.append(ds)
+            origins.append(origin)
+        return hub_celeba(splits, CELEBA_SIDE), "; ".join(origins)
+
     def load(self, raw_dir: str | os.PathLike, **params: Any) -> ArrayDataset:
         """Images of the kept celebrities (sorted ids), groups = celebrity."""
         params = self.check_params(params)
+        if params["source"] == "hub":
+            return self._load_hub(raw_dir, params)
         identity = read_identity(self._path(raw_dir, IDENTITY).read_text())
         smiling = read_smiling(self._path(raw_dir, ATTRS).read_text())
         by_celeb: dict[int, list[str]] = {}
         for img, celeb in identity.items():
             by_celeb.setdefault(celeb, []).append(img)
-        celebs = sorted(c for c, imgs in by_celeb.items() if len(imgs) >= MIN_IMAGES)
-        if params["max_clients"] is not None and params["max_clients"] < len(celebs):
-            pick = np.random.default_rng(params["seed"]).choice(
-                len(celebs), params["max_clients"], replace=False
-            )
-            celebs = [celebs[i] for i in np.sort(pick)]
+        celebs = keep_celebs({c: len(imgs) for c, imgs in by_celeb.items()}, params)
         zpath = self._path(raw_dir, IMAGES)
         chosen = [(img, k) for k, celeb in enumerate(celebs) for img in sorted(by_celeb[celeb])]
         if not chosen:
@@ -160,9 +235,51 @@ class LeafCelebA(CheckedSource):
             np.array([smiling[img] for img, _ in chosen], dtype=np.int64),
             np.array([k for _, k in chosen], dtype=np.int64),
             self.num_classes,
-            f"leaf_celeba: {raw_dir}; {len(celebs)} celebrities with >= {MIN_IMAGES} images, "
-            f"{len(chosen)} images resized to {params['side']}x{params['side']}, label Smiling; "
+            f"leaf_celeba: source original, {raw_dir}; {len(celebs)} celebrities with >= "
+            f"{MIN_IMAGES} images, {len(chosen)} images resized to {side}x{side}, label Smiling; "
             f"params={params}",
+        )
+
+    def _load_hub(self, raw_dir: str | os.PathLike, params: dict[str, Any]) -> ArrayDataset:
+        """The kept celebrities' rows of celeba-hub.npz, each celebrity's images by file name
+        (row order when the copy names none)."""
+        if params["side"] != CELEBA_SIDE:
+            raise ValueError(
+                f"{self.name}: the hub copy is converted at {CELEBA_SIDE}x{CELEBA_SIDE}, not "
+                f"side={params['side']}; set the dataset's params `source: original` for "
+                "another size"
+            )
+        path = self._path(raw_dir, CELEBA_HUB_NPZ)
+        with np.load(path) as z:
+            x8, celeb, smiling, names = z["x"], z["celeb"], z["smiling"], z["names"]
+        named = bool(len(names)) and all(names) and len(set(names.tolist())) == len(names)
+        key = names if named else np.arange(len(celeb))
+        ids, counts = np.unique(celeb, return_counts=True)
+        celebs = keep_celebs(dict(zip(ids.tolist(), counts.tolist(), strict=True)), params)
+        if not celebs:
+            raise ValueError(f"{self.name}: no celebrity has {MIN_IMAGES} images")
+        order = np.lexsort((key, celeb))
+        starts = np.searchsorted(celeb[order], celebs)
+        sizes = dict(zip(ids.tolist(), counts.tolist(), strict=True))
+        rows = np.concatenate(
+            [order[s : s + sizes[c]] for s, c in zip(starts, celebs, strict=True)]
+        )
+        x = np.empty((len(rows), *x8.shape[1:]), dtype=np.float32)  # no second copy
+        for at in range(0, len(rows), 4096):
+            x[at : at + 4096] = np.divide(
+                x8[rows[at : at + 4096]], np.float32(255.0), dtype=np.float32
+            )
+        groups = np.repeat(np.arange(len(celebs), dtype=np.int64), [sizes[c] for c in celebs])
+        return natural_dataset(
+            self.name,
+            x,
+            smiling[rows],
+            groups,
+            self.num_classes,
+            f"leaf_celeba: source hub, {self.hub.repo_id}@{self.hub.revision} through datasets, "
+            f"converted in {path}; {len(celebs)} celebrities with >= {MIN_IMAGES} images, "
+            f"{len(rows)} images resized to {CELEBA_SIDE}x{CELEBA_SIDE}, label Smiling, each "
+            f"celebrity's images by {'file name' if named else 'row order'}; params={params}",
         )
 
     def standin(

@@ -21,6 +21,11 @@ Raw files: Sentiment140's `trainingandtestdata.zip` (Stanford; LEAF's get_data.s
    with `regroup_seed` = 1, as the release); `groups` = client, so the `natural` partitioner gives
    those clients. `clients: null` keeps one client per LEAF user.
 
+No `source: hub` (fedbench/data/hub.py): the hub's `stanfordnlp/sentiment140` holds only a
+loading script that downloads the same Stanford zip (`datasets` 4+ no longer runs scripts; a
+parquet conversion sits in an unmerged pull request), and the copies with data files that its
+search shows keep no user column (LEAF's clients); GloVe would still come from Stanford.
+
 Not as LEAF/the release: the per-client train/test split is the partition's (a seeded 10 % of
 each client, `test_fraction: 0.1`), not LEAF's per-user split (`-t sample --tf 0.9`: each
 user's max(1, int(0.9 n)) random tweets train, the rest test), which gives every user >= 1 test

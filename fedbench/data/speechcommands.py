@@ -3,6 +3,11 @@
 AAggFF's cross-device audio benchmark (aaggff.md §9.4): torchaudio's "training" subset (files in
 neither validation_list.txt nor testing_list.txt), speakers with fewer than 3 clips left out
 (2,005 of 2,618 remain), each clip zero-padded to 16,000 samples; M5 reads the raw waveform.
+
+No `source: hub` (fedbench/data/hub.py): the hub's `google/speech_commands` is a loading script
+(`datasets` 4+ no longer runs scripts, and its viewer has no parquet conversion), and the parquet
+copies found do not document version 0.02's speakers, files and 16-bit audio; the archive comes
+from Google's own storage with torchaudio's SHA-256.
 """
 
 from __future__ import annotations

@@ -337,7 +337,7 @@ def test_speechcommands_loader(tmp_path):
 
 def test_celeba_loader(tmp_path):
     raw = _write(tmp_path, celeba_files())
-    ds = SOURCES["leaf_celeba"].load(raw, side=4)
+    ds = SOURCES["leaf_celeba"].load(raw, source="original", side=4)  # hub: test_hub_celeba.py
     assert ds.x_train.shape == (5, 3, 4, 4) and ds.groups.tolist() == [0] * 5
     assert ds.y_train.tolist() == [1, 0, 1, 1, 0]
     want = np.array([10 * 2, 200 - 10 * 2, 128]) / 255  # third image, a flat colour
@@ -380,17 +380,23 @@ def test_isic_loader(tmp_path):
 # fetch: good files accepted, a corrupted one rejected (deleted, hand placement explained)
 
 
+def _route(src) -> dict[str, str]:
+    """The params that fetch a `source: hub | original` source's original files, else none."""
+    return {"source": "original"} if hasattr(src, "original_files") else {}
+
+
 def _serve(src, monkeypatch, base: str, root: Path, files: dict[str, bytes], sums: bool):
     _write(root, files)
+    attr = "original_files" if _route(src) else "files"
     remote = [
         RemoteFile(
             rf.filename,
             (base + rf.filename,),
             sha256=hashlib.sha256(files[rf.filename]).hexdigest() if sums and rf.sha256 else None,
         )
-        for rf in src.files
+        for rf in getattr(src, attr)
     ]
-    monkeypatch.setattr(src, "files", remote)
+    monkeypatch.setattr(src, attr, remote)
 
 
 @pytest.mark.parametrize("name", sorted(FAKES))
@@ -399,14 +405,14 @@ def test_fetch_good_then_corrupted(name, http_root, tmp_path, monkeypatch):
     src = SOURCES[name]
     files = FAKES[name]()
     _serve(src, monkeypatch, base, root, files, sums=True)
-    manifest = src.fetch(tmp_path / "raw")
+    manifest = src.fetch(tmp_path / "raw", **_route(src))
     assert set(manifest) == set(files)
     checked = {e["verified_by"] for e in manifest.values()}
     assert checked == ({"archive"} if name == "speechcommands" else {"format"})
     victim = sorted(files)[0]
     (root / victim).write_bytes(b"<html><body>quota exceeded</body></html>")
     with pytest.raises(FetchError) as err:
-        src.fetch(tmp_path / "raw2")
+        src.fetch(tmp_path / "raw2", **_route(src))
     assert victim in str(err.value) and str(tmp_path / "raw2") in str(err.value)
     assert not (tmp_path / "raw2" / victim).exists()
     assert not (tmp_path / "raw2" / MANIFEST).exists()

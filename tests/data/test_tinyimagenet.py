@@ -1,4 +1,5 @@
-"""TinyImageNet: the zip layout read on a tiny handcrafted copy, fetch, stand-in."""
+"""TinyImageNet's original route (`source: original`): the zip layout read on a tiny handcrafted
+copy, fetch, stand-in. The hub route: test_hub_tinyimagenet.py."""
 
 from __future__ import annotations
 
@@ -48,17 +49,20 @@ def write_tiny_zip(path: Path) -> bytes:
 
 def test_tinyimagenet_load(tmp_path):
     write_tiny_zip(tmp_path / ti.TINY_ZIP)
-    ds = SOURCES["tinyimagenet"].load(tmp_path)
+    ds = SOURCES["tinyimagenet"].load(tmp_path, source="original")
     assert ds.x_train.shape == (6, 3, 64, 64) and ds.x_test.shape == (3, 3, 64, 64)
-    assert ds.num_classes == 200 and not ds.standin
-    # Members in name order: n01 (class 0), n02 (1), n03 (2).
+    assert ds.num_classes == 200 and not ds.standin and "source original" in ds.provenance
+    # Rows by label: n01 (class 0), n02 (1), n03 (2); val_0 -> n02, val_1 -> n03, val_2 -> n01.
     assert ds.y_train.tolist() == [0, 0, 1, 1, 2, 2]
-    assert ds.y_test.tolist() == [1, 2, 0]  # val_0 -> n02, val_1 -> n03, val_2 -> n01
-    grey = ds.x_train[1]
+    assert ds.y_test.tolist() == [0, 1, 2]
+    # n01's two images: one colour, one grey (its channels equal); either may come first.
+    grey = next(x for x in ds.x_train[:2] if np.array_equal(x[0], x[2]))
     assert np.array_equal(grey[0], grey[1]) and np.array_equal(grey[1], grey[2])
     assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
     with pytest.raises(ValueError, match="resize.*valid"):
         SOURCES["tinyimagenet"].load(tmp_path, resize=32)
+    with pytest.raises(ValueError, match="source must be one of"):
+        SOURCES["tinyimagenet"].load(tmp_path, source="kaggle")
 
 
 def test_tinyimagenet_rejects_bad_zips(tmp_path):
@@ -68,15 +72,15 @@ def test_tinyimagenet_rejects_bad_zips(tmp_path):
         z.writestr(f"{r}/train/n01/images/n01_0.JPEG", b"not a jpeg")
         z.writestr(f"{r}/val/val_annotations.txt", "")
     with pytest.raises(ValueError, match="n01_0.JPEG: cannot decode"):
-        SOURCES["tinyimagenet"].load(tmp_path)
+        SOURCES["tinyimagenet"].load(tmp_path, source="original")
     with zipfile.ZipFile(tmp_path / ti.TINY_ZIP, "w") as z:
         z.writestr(f"{r}/wnids.txt", "n01\n")
         z.writestr(f"{r}/val/val_annotations.txt", "val_0.JPEG\tn09\t0\t0\t1\t1\n")
     with pytest.raises(ValueError, match="val_annotations"):
-        SOURCES["tinyimagenet"].load(tmp_path)
+        SOURCES["tinyimagenet"].load(tmp_path, source="original")
     (tmp_path / ti.TINY_ZIP).write_bytes(b"truncated")
     with pytest.raises(ValueError, match="not a readable TinyImageNet zip"):
-        SOURCES["tinyimagenet"].load(tmp_path)
+        SOURCES["tinyimagenet"].load(tmp_path, source="original")
 
 
 def test_tinyimagenet_fetch(http_root, tmp_path, monkeypatch):
@@ -86,23 +90,30 @@ def test_tinyimagenet_fetch(http_root, tmp_path, monkeypatch):
     src = SOURCES["tinyimagenet"]
     md5 = hashlib.md5(data).hexdigest()
     monkeypatch.setattr(
-        src, "files", [RemoteFile(ti.TINY_ZIP, (base + "corrupt.zip", base + ti.TINY_ZIP), md5=md5)]
+        src,
+        "original_files",
+        [RemoteFile(ti.TINY_ZIP, (base + "corrupt.zip", base + ti.TINY_ZIP), md5=md5)],
     )
     raw = tmp_path / "raw"
-    manifest = src.fetch(raw, timeout=2)
+    manifest = src.fetch(raw, timeout=2, source="original")
     assert manifest[ti.TINY_ZIP]["origin"] == base + ti.TINY_ZIP  # the corrupted copy rejected
-    assert manifest[ti.TINY_ZIP]["verified_by"] == "archive" and manifest_verifies(raw, src.files)
-    ds = prepare_dataset("tinyimagenet", {}, raw, "real", np.random.default_rng(0))
+    files = src.routed({"source": "original"}).files
+    assert manifest[ti.TINY_ZIP]["verified_by"] == "archive" and manifest_verifies(raw, files)
+    ds = prepare_dataset(
+        "tinyimagenet", {"source": "original"}, raw, "real", np.random.default_rng(0)
+    )
     assert len(ds.y_train) == 6
-    monkeypatch.setattr(src, "files", [RemoteFile(ti.TINY_ZIP, (base + "corrupt.zip",), md5=md5)])
+    monkeypatch.setattr(
+        src, "original_files", [RemoteFile(ti.TINY_ZIP, (base + "corrupt.zip",), md5=md5)]
+    )
     with pytest.raises(FetchError, match="checksum mismatch"):
-        src.fetch(tmp_path / "raw2", timeout=2)
+        src.fetch(tmp_path / "raw2", timeout=2, source="original")
     assert list((tmp_path / "raw2").iterdir()) == []
 
 
 def test_tinyimagenet_registry_and_standin():
     src = SOURCES["tinyimagenet"]
-    assert src.files[0].md5 == "90528d7ca1a48142e341f4ef8d21d0de"
+    assert src.original_files[0].md5 == "90528d7ca1a48142e341f4ef8d21d0de"
     ds = src.standin(np.random.default_rng(0), n_train=200, n_test=40)
     assert ds.standin and ds.x_train.shape == (200, 3, 64, 64) and ds.x_test.shape[0] == 40
     assert ds.num_classes == 200 and ds.y_train.max() < 200

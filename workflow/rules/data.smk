@@ -1,3 +1,6 @@
+# A source with `source: hub | original` (fedbench/data/hub.py) fetches the routes the catalog's
+# datasets of that source name: the adapter hands config["datasets"] to fedbench.jobs.fetch. Not
+# a param: adding one would make Snakemake rerun every fetched source and all its downstream jobs.
 rule fetch:
     output:
         "resources/raw/{source}/MANIFEST.json",

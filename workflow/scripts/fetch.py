@@ -2,4 +2,9 @@
 
 from fedbench.jobs import fetch
 
-fetch(snakemake.wildcards.source, snakemake.output[0], snakemake.log[0])  # noqa: F821
+fetch(  # the catalog's datasets say which routes (`source: hub | original`) to fetch
+    snakemake.wildcards.source,  # noqa: F821
+    snakemake.output[0],  # noqa: F821
+    snakemake.log[0],  # noqa: F821
+    snakemake.config["datasets"],  # noqa: F821
+)
