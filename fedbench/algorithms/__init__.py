@@ -59,6 +59,9 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "fedlf": "fedbench.algorithms.fedlf:FedLF",
         "fednl": "fedbench.algorithms.fednl:FedNL",
         "fednew": "fedbench.algorithms.fednew:FedNew",
+        # FedCorr's three stages (Table 12), alone and with DQN-Fed's server step (B-D29).
+        "fedcorr": "fedbench.algorithms.fedcorr:FedCorr",
+        "fedcorr_dqnfed": "fedbench.algorithms.fedcorr:FedCorrDQN",
         # The q-FFL preprint's Algorithm 1 (specs/qffl-dqnfed.md Part A).
         "qffl_localpow": "fedbench.algorithms.qffl_localpow:QFFLLocalPow",
     }

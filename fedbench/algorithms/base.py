@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
+import numpy as np
 import torch
 
 from fedbench.metrics.objectives import masked_mean as masked_mean  # the algorithms' import
@@ -55,6 +56,25 @@ class ClientContext:
     fresh: Callable[[], Params] | None = None
     input_shape: tuple[int, ...] = ()  # one sample's shape (() = not given)
     num_classes: int = 0  # L (0 = not given)
+    batch_size: int = 0  # the run's local batch size B (0 = not given)
+    # The pool's inputs, the labels the client trains on this round (`client_labels` applied)
+    # and the client's training indices into both, for hooks that run the network over the
+    # client's own data outside the step loop (FedCorr's per-sample losses, LID and
+    # relabelling). None in bare engine calls.
+    split: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+
+
+@dataclass(frozen=True)
+class SelectContext:
+    """What the server knows when it picks a round's clients: the round, the run's T, K, the
+    configured number per round and `sampling(*key)`, the run's `sampling` stream keyed by
+    integers (the default draws from `sampling(round)`)."""
+
+    round: int
+    rounds: int
+    num_clients: int
+    m: int
+    sampling: Callable[..., np.random.Generator]
 
 
 @dataclass(frozen=True)
@@ -189,6 +209,31 @@ class Algorithm:
         by this client (SuPerFed's independently initialised local models).
         """
         return {}
+
+    def select_clients(self, ctx: SelectContext, server_state: State) -> list[int]:
+        """The clients that train and are aggregated in round `ctx.round`, sorted: FedAvg,
+        `ctx.m` uniformly without replacement from `ctx.sampling(round)`; FedCorr's stages pick
+        by stage (every client once per pre-processing iteration, then the clean ones)."""
+        rng = ctx.sampling(ctx.round)
+        return sorted(int(i) for i in rng.choice(ctx.num_clients, size=ctx.m, replace=False))
+
+    def client_labels(self, client_state: State) -> torch.Tensor | None:
+        """The labels the client trains on, aligned with its training indices, in place of
+        the pool's (FedCorr's corrected labels, kept in its state); None = the pool's."""
+        return None
+
+    def refresh_clients(self, server_state: State, round_: int) -> tuple[int, ...]:
+        """Clients whose state `refresh_client` updates after this round's server step,
+        whether or not they trained (FedCorr's noisy clients relabelling with the new global
+        model); none by default."""
+        return ()
+
+    def refresh_client(
+        self, global_params: Params, server_state: State, client_state: State, ctx: ClientContext
+    ) -> State:
+        """A client's new state after the server step, without training (`ctx.split` gives its
+        data, `ctx.apply` the network); called for each of `refresh_clients`."""
+        return client_state
 
     def candidates(
         self,

@@ -34,6 +34,8 @@ SOURCES: Mapping[str, Source] = LazyRegistry(
         "tinyimagenet": "fedbench.data.tinyimagenet:TinyImageNet",
         # DQN-Fed Table 10 (spec B.5.2 item 7): Hugging Face hub copy through `datasets`
         "cinic10": "fedbench.data.cinic10:Cinic10",
+        # DQN-Fed Table 12 / FedCorr (B.5.2 item 9): the authors' release, placed by hand
+        "clothing1m": "fedbench.data.clothing1m:Clothing1M",
         # FedEvg (fedevg.md §3): MedMNIST+ at 64 px, one source per subset
         "dermamnist": "fedbench.data.medmnist:DermaMNIST",
         "organcmnist": "fedbench.data.medmnist:OrganCMNIST",

@@ -109,6 +109,8 @@ def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
         fresh=None if job.fresh_init is None else partial(job.fresh_init, cid, job.round),
         input_shape=tuple(job.fed.x.shape[1:]),
         num_classes=job.fed.num_classes,
+        batch_size=cfg.batch_size,
+        split=(job.fed.x, job.fed.y, job.fed.train[cid]),
     )
 
 

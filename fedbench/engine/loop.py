@@ -11,7 +11,14 @@ from typing import Any
 
 import torch
 
-from fedbench.algorithms.base import Algorithm, Batch, ServerContext, ServerSetup
+from fedbench.algorithms.base import (
+    Algorithm,
+    Batch,
+    SelectContext,
+    ServerContext,
+    ServerSetup,
+    overrides,
+)
 from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.config import TrainConfig
@@ -21,7 +28,7 @@ from fedbench.engine.evaluate import (
     evaluate_clients_shared,
     evaluate_global,
 )
-from fedbench.engine.executors import RoundJob, RoundOutput, SequentialExecutor
+from fedbench.engine.executors import RoundJob, RoundOutput, SequentialExecutor, client_context
 from fedbench.engine.federation import Federation
 from fedbench.engine.per_class import per_class_losses
 from fedbench.engine.precision import check_device, matmul_scope, with_precision
@@ -51,6 +58,41 @@ def sample_clients(streams: Streams, round_: int, num_clients: int, m: int) -> l
     """Uniformly without replacement, from the run's `sampling` stream keyed by round."""
     rng = streams.generator("sampling", round_)
     return sorted(int(i) for i in rng.choice(num_clients, size=m, replace=False))
+
+
+def select_clients(
+    algo: Algorithm, streams: Streams, round_: int, rounds: int, num_clients: int, m: int, state
+) -> list[int]:
+    """The round's clients: `sample_clients` unless the algorithm picks its own
+    (`Algorithm.select_clients`, checked: distinct client ids, at least one)."""
+    if not overrides(algo, "select_clients"):
+        return sample_clients(streams, round_, num_clients, m)
+    ctx = SelectContext(round_, rounds, num_clients, m, partial(streams.generator, "sampling"))
+    ids = sorted(int(i) for i in algo.select_clients(ctx, state))
+    if not ids or len(set(ids)) < len(ids) or not 0 <= ids[0] <= ids[-1] < num_clients:
+        raise ValueError(f"{algo.name}.select_clients: round {round_} picked {ids}")
+    return ids
+
+
+def labelled(algo: Algorithm, fed: Federation, client_states: dict[int, Any]) -> Federation:
+    """The federation whose pool labels carry each client's own training labels
+    (`Algorithm.client_labels`) in its training rows; `fed` itself when none has any."""
+    if not overrides(algo, "client_labels"):
+        return fed
+    y = None
+    for i in range(fed.num_clients):
+        labels = algo.client_labels(client_states[i])
+        if labels is None:
+            continue
+        if labels.shape != fed.train[i].shape:
+            raise ValueError(
+                f"{algo.name}.client_labels: client {i} has {tuple(labels.shape)} labels for "
+                f"{len(fed.train[i])} training samples"
+            )
+        if y is None:
+            y = fed.y.clone()
+        y[fed.train[i]] = labels.to(y.device, y.dtype)
+    return fed if y is None else dataclasses.replace(fed, y=y)
 
 
 def _round(v: float) -> float:
@@ -122,6 +164,31 @@ def tuning_batches(
     plan = batch_plan(fed.train[client], batch_size, rng, steps=count)
     w = fed.weight
     return [Batch(fed.x[idx], fed.y[idx], None, None if w is None else w[idx]) for idx in plan]
+
+
+def bind_applies(
+    algo: Algorithm, apply: Apply, fed: Federation, cfg: TrainConfig
+) -> tuple[Apply, Apply, Federation]:
+    """(training network, evaluation network, federation) of a run: the algorithm's network over
+    the forward pass in `training.precision` and in `training.eval_precision` (innermost, so an
+    algorithm's own terms, the loss and everything after stay float32), bound to the run's
+    objective, and the federation with that objective's row weights. Checks both precisions
+    against the data's device and the objective against the algorithm."""
+    objective = build_objective(cfg.objective)
+    algo.check_objective(objective.name)
+    device = fed.x.device
+    check_device(cfg.precision, device)
+    check_device(cfg.eval_precision, device, "training.eval_precision")
+
+    def bound(precision: str) -> Apply:
+        net = algo.model(with_precision(apply, precision))
+        return net if objective.name == CROSS_ENTROPY.name else with_objective(net, objective)
+
+    train_apply = bound(cfg.precision)
+    eval_apply = train_apply if cfg.eval_precision == cfg.precision else bound(cfg.eval_precision)
+    if objective.name != CROSS_ENTROPY.name:
+        fed = dataclasses.replace(fed, weight=objective.row_weights(fed))
+    return train_apply, eval_apply, fed
 
 
 def evaluate_round(
@@ -262,22 +329,8 @@ def run_rounds(
 
         return fresh
 
-    objective = build_objective(cfg.objective)
-    algo.check_objective(objective.name)
     device = fed.x.device
-    check_device(cfg.precision, device)
-    check_device(cfg.eval_precision, device, "training.eval_precision")
-
-    def bound(precision: str) -> Apply:
-        # The forward pass in `precision` (innermost: an algorithm's own network over it, the
-        # loss and everything after stay float32); the default objective keeps the bare apply.
-        net = algo.model(with_precision(apply, precision))
-        return net if objective.name == CROSS_ENTROPY.name else with_objective(net, objective)
-
-    train_apply = bound(cfg.precision)
-    apply = train_apply if cfg.eval_precision == cfg.precision else bound(cfg.eval_precision)
-    if objective.name != CROSS_ENTROPY.name:
-        fed = dataclasses.replace(fed, weight=objective.row_weights(fed))
+    train_apply, apply, fed = bind_applies(algo, apply, fed, cfg)
     init_params = algo.init_global(
         init_params,
         lambda i: fresh_for(i)(),
@@ -316,27 +369,27 @@ def run_rounds(
     for t in range(state.round + 1, cfg.rounds + 1):
         state.round = t
         lr = cfg.lr_at(t)
-        sampled = sample_clients(streams, t, K, m)
+        sampled = select_clients(algo, streams, t, cfg.rounds, K, m, state.server_state)
         train_ids = list(range(K)) if algo.train_all_clients else sampled
-        before = _global_losses(algo, apply, fed, cfg, state, sampled)
+        fed_t = labelled(algo, fed, state.client_states)  # the labels clients train on
+        before = _global_losses(algo, apply, fed_t, cfg, state, sampled)
+        job = RoundJob(
+            algo=algo,
+            apply=train_apply,
+            fed=fed_t,
+            cfg=cfg,
+            streams=streams,
+            round=t,
+            lr=lr,
+            global_params=state.global_params,
+            server_state=state.server_state,
+            client_states=state.client_states,
+            client_ids=train_ids,
+            pre_losses=_pre_losses(algo, apply, fed_t, cfg, state.global_params, train_ids),
+            fresh_init=fresh_init,
+        )
         with matmul_scope(cfg.precision, device):
-            out = runner.run(
-                RoundJob(
-                    algo=algo,
-                    apply=train_apply,
-                    fed=fed,
-                    cfg=cfg,
-                    streams=streams,
-                    round=t,
-                    lr=lr,
-                    global_params=state.global_params,
-                    server_state=state.server_state,
-                    client_states=state.client_states,
-                    client_ids=train_ids,
-                    pre_losses=_pre_losses(algo, apply, fed, cfg, state.global_params, train_ids),
-                    fresh_init=fresh_init,
-                )
-            )
+            out = runner.run(job)
         state.client_states.update(out.client_states)
         server = ServerContext(
             round=t,
@@ -351,8 +404,9 @@ def run_rounds(
             test=(fed.x_test, fed.y_test) if len(fed.x_test) else None,
         )
         _aggregate(algo, state, out, train_ids, sampled, server)
+        _refresh(algo, state, job)
         if before is not None:
-            after = _global_losses(algo, apply, fed, cfg, state, sampled)
+            after = _global_losses(algo, apply, fed_t, cfg, state, sampled)
             share = sum(a <= b for a, b in zip(after, before)) / len(before)
             improved.append(_round(share))
         train_loss = float(out.train_losses.mean())
@@ -447,6 +501,17 @@ def _aggregate(
     state.global_params, state.server_state = algo.aggregate(
         state.global_params, messages, state.server_state, ctx
     )
+
+
+def _refresh(algo: Algorithm, state: RunState, job: RoundJob) -> None:
+    """After the server step: each client the algorithm names updates its state without
+    training (`Algorithm.refresh_clients` / `refresh_client`), with the round's data."""
+    for cid in algo.refresh_clients(state.server_state, job.round):
+        ctx = client_context(job, cid, 0)
+        new = algo.refresh_client(
+            state.global_params, state.server_state, state.client_states[cid], ctx
+        )
+        state.client_states[cid] = tree_to(new, job.fed.x.device)
 
 
 def _divergence(train_loss: float, global_params: Params) -> str | None:

@@ -41,6 +41,10 @@ MODELS: Mapping[str, type[nn.Module]] = LazyRegistry(
         "fedevg_resnet10": "fedbench.models.fedevg:FedEvgResNet10",
         "fedevg_acgan": "fedbench.models.fedevg:FedEvgACGAN",
         "fedevg_cvae": "fedbench.models.fedevg:FedEvgCVAE",
+        # DQN-Fed (qffl-dqnfed.md B.5.2 item 3, B-D23): torchvision's ResNet-18 with GroupNorm
+        "resnet18_gn": "fedbench.models.resnet_gn:ResNet18GN",
+        # FedCorr's Clothing1M network (DQN-Fed Table 12, B.5.2 item 9): torchvision's ResNet-50
+        "resnet50": "fedbench.models.resnet50:ResNet50",
     }
 )
 

@@ -104,6 +104,7 @@ def test_registry_and_params():
         "cifar10",
         "cifar100",
         "cinic10",
+        "clothing1m",
         "dermamnist",
         "emnist",
         "fashion_mnist",

@@ -40,10 +40,26 @@ PARAMS = {
     # FedNew's CG assumes H + ρI positive definite; the tiny MLP's Hessian is indefinite at ρ = 1
     # and CG's steps then blow up. ρ = 10 keeps the system definite.
     "fednew": {"rho": 10.0},
+    # FedCorr on 4 clients: a pre-processing iteration of one round (all 4 clients, then the
+    # noisy ones relabel), then usual training (its default frac1 = 0.002 needs K >= 500; the
+    # fine-tuning stage in both executors: tests/algorithms/test_fedcorr.py).
+    # DQN-Fed's literal step on the toy MLP's pseudo-gradients reaches ‖u‖ ~ 1e3 in some
+    # rounds, which parts any two float32 runs; its opt-in clip (B-D26) compares the rules.
+    "fedcorr": {"iteration1": 1, "frac1": 1.0, "rounds1": 0, "lid_k": 3},
+    "fedcorr_dqnfed": {
+        "iteration1": 1,
+        "frac1": 1.0,
+        "rounds1": 0,
+        "lid_k": 3,
+        "max_update_norm": 0.5,
+    },
 }
 # Training settings an algorithm needs: AAggFF-S is defined for full participation only.
 CFG_FOR = {
     "dqnfed": {"local_epochs": 2},  # E = 2: a frozen pass, an SGD epoch, a pass
+    # Its curvature pair's y = ḡ(θ̂) − ḡ(θ^t) after one epoch is a difference of near-equal
+    # gradients: 2% apart in bf16 (test_precision); two epochs move θ̂ far enough (0.6%).
+    "fedcorr_dqnfed": {"local_epochs": 2},
     "fedlf": {"local_epochs": 1},  # clients send one pass's full gradient, no local training
     "fednl": {"local_epochs": 1},
     "fednew": {"local_epochs": None, "local_steps": 1},  # one Newton-system solve a round
@@ -88,20 +104,29 @@ def test_executors_agree(name, chunk, tiny, assert_executors_agree):
     assert_executors_agree(runs["sequential"], runs["vectorised"])
 
 
-def test_round_params_agree_on_a_cnn():
+# (arch, input shape, build settings): convolutional nets the vectorised executor runs (no
+# running statistics), at test sizes.
+CONV_NETS = [
+    ("twocnn", (1, 12, 12), {"hidden": 16, "channels": (4, 8)}),
+    ("resnet18_gn", (3, 8, 8), {"widths": (4, 8, 8, 8)}),
+]
+
+
+@pytest.mark.parametrize("arch,shape,settings", CONV_NETS, ids=[a for a, _, _ in CONV_NETS])
+def test_round_params_agree_on_a_cnn(arch, shape, settings):
     import numpy as np
 
     from fedbench.engine.federation import Federation
     from fedbench.engine.functional import make_apply, params_of
 
     rng = np.random.default_rng(0)
-    x = rng.random((30, 1, 12, 12), dtype=np.float32)
+    x = rng.random((30, *shape), dtype=np.float32)
     y = rng.integers(0, 10, 30)
     idx = np.arange(30).reshape(3, 10)
     fed = Federation.from_arrays(
         x, y, list(idx[:, :7]), list(idx[:, 7:]), x[:0], y[:0], 10, torch.device("cpu")
     )
-    model = build_model("twocnn", (1, 12, 12), 10, init_seed=0, hidden=16, channels=(4, 8))
+    model = build_model(arch, shape, 10, init_seed=0, **settings)
     cfg = TrainConfig(rounds=1, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=3)
     out = [
         run_rounds(
@@ -115,8 +140,11 @@ def test_round_params_agree_on_a_cnn():
         )
         for ex in ("sequential", "vectorised")
     ]
+    p0 = params_of(model)
+    moved = max((out[0].global_params[k] - p0[k]).abs().max().item() for k in p0)
+    assert moved > 1e-3  # the round trained
     for k in out[0].global_params:
-        assert (out[0].global_params[k] - out[1].global_params[k]).abs().max() <= 1e-5
+        assert (out[0].global_params[k] - out[1].global_params[k]).abs().max() <= 1e-5, k
 
 
 def test_auto_picks_vectorised_without_batchnorm_and_says_why():

@@ -26,6 +26,7 @@ SHAPES = {
     "m5": (1, 1200),  # raw audio
     "mobilevit": (3, 64, 64),
     "stacked_lstm": (2, 5),  # input and target token ids
+    "resnet50": (3, 32, 32),
 }
 # Small sizes (and no pretrained weights: nothing is downloaded in tests) where the defaults are
 # the papers' full-size networks; their own sizes are tested in test_aaggff_models.py.
@@ -42,6 +43,7 @@ KWARGS = {
     "efficientnet_isic": {"pretrained": False},
     "mobilevit": {"variant": "xxs"},
     "stacked_lstm": {"vocab_size": 7, "embed_dim": 4, "hidden": 6},
+    "resnet50": {"pretrained": False, "layers": [1, 1, 1, 1], "base": 4},
 }
 
 
