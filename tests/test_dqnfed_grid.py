@@ -50,33 +50,50 @@ def test_the_grid_names_its_tables_and_figures(grid):
         "table9",
         "table9_select",
         "table9_checks",
-        *PAPER_GRID_TABLES,
+        "table1",
+        "table1_select",
+        "table2",
+        "table3",
+        "table4",
+        "table4_select",
+        *PAPER_GRID_TABLES[3:],
+        "table12",
     ]
     assert list(grid.outputs("figures")) == [
         "figure1_a",
         "figure1_b",
         "figure1_c",
         "figure1_d",
+        "figure2",
         "figure3_a",
         "figure3_b",
     ]
 
 
 # Runs of the paper-scale grid at 5 seeds: Tables 1 and 4 and 6: 9 methods x 2 setups; Table 3:
-# 9 x 2 participations; Table 5: 9 x FEMNIST-original; Tables 10, 11: 5 methods; Figure 1 reuses the
-# tables' runs; Figure 3: 7 methods x 2 setups of its own (ρ_t logged), one seed.
-PAPER_GRID_RUNS = 5 * (18 + 18 + 18 + 9 + 18 + 5 + 5) + 14
+# 9 x 2 participations; Table 5: 9 x 2 setups (FEMNIST-original, -skewed); Tables 10, 11: 5
+# methods; Figure 1 reuses the tables' runs; Figure 3: 7 methods x 2 setups of its own (ρ_t
+# logged), one seed.
+PAPER_GRID_RUNS = 5 * (18 + 18 + 18 + 18 + 18 + 5 + 5) + 14
+# B-D13's selections on seed 0, two setups each: FedAvg + q-FFL 8 + FedMGDA+ 5 + TERM 5 + Ditto 7
+# + DQN-Fed 3 (Table 1), and FedLF 5 more (Table 4); at the smoke scale each sweep keeps its first
+# and last value (caps.sweep_points 2).
+SELECTION_RUNS = 2 * 29 + 2 * 34
+# Table 12 (Clothing1M): FedAvg, FedCorr, DQN-Fed, FedCorr + DQN-Fed x seeds 0-4
+TABLE12_RUNS = 4 * 5
+SELECTION_SMOKE_RUNS = 2 * (1 + 2 * 5) + 2 * (1 + 2 * 6)
 
 
 def test_run_counts(grid, catalog):
     # Table 9: 6 rows (q-FFL under both selections) x seeds 0-4; the selection: 18 settings on
     # seed 0; the checks: 5 settings of their own x seeds 0-2 (their FedAvg row is Table 9's)
     runs = all_runs(grid, catalog, "paper")
-    assert len(runs) == 30 + 18 + 15 + PAPER_GRID_RUNS
+    assert len(runs) == 30 + 18 + 15 + PAPER_GRID_RUNS + SELECTION_RUNS + TABLE12_RUNS
     table = {r for cell in cells(grid, "tables", "table9", catalog, "paper").values() for r in cell}
     assert len(table) == 30 and {r.seed for r in table} == {0, 1, 2, 3, 4}
     # one seed at the smoke scale
-    assert len(all_runs(grid, catalog, "smoke")) == 6 + 18 + 5 + (PAPER_GRID_RUNS - 14) // 5 + 14
+    smoke = 6 + 18 + 5 + (PAPER_GRID_RUNS - 14) // 5 + 14 + SELECTION_SMOKE_RUNS + 4
+    assert len(all_runs(grid, catalog, "smoke")) == smoke
 
 
 def test_table9_cells_run_the_papers_settings(grid, catalog):
@@ -156,11 +173,15 @@ def test_snakemake_dry_run_lists_every_job():
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", log, re.M))
-    assert counts["train"] == str(63 + PAPER_GRID_RUNS) and counts["table"] == "10", log[-2000:]
-    assert counts["figure"] == "6", log[-2000:]
-    # 4 Fashion-MNIST builds + CIFAR-10/100, CINIC-10, TinyImageNet, FEMNIST, 2 Shakespeare;
-    # partitions: Table 9's 12, then 11 of the paper-scale grid x 5 seeds, Figure 3's 2 x seed 0
-    assert counts["prepare"] == "11" and counts["partition"] == str(12 + 55 + 2), log[-2000:]
+    train = 63 + PAPER_GRID_RUNS + SELECTION_RUNS + TABLE12_RUNS
+    assert counts["train"] == str(train) and counts["table"] == "14", log[-2000:]
+    assert counts["figure"] == "7", log[-2000:]
+    # 4 Fashion-MNIST builds + CIFAR-10/100, CINIC-10, TinyImageNet, FEMNIST, EMNIST a-j,
+    # 2 Shakespeare, CIFAR-10/100's training splits (the selections); partitions: Table 9's 12,
+    # then 12 of the paper-scale grid x 5 seeds, Figure 3's 2 x seed 0, the selections' 4;
+    # Table 12's Clothing1M: one build, its partition x 5 seeds
+    assert counts["prepare"] == "15", log[-2000:]
+    assert counts["partition"] == str(12 + 60 + 2 + 4 + 5), log[-2000:]
 
 
 def test_checks_change_one_setting_each(grid, catalog):
@@ -223,6 +244,17 @@ SETTINGS = {
         "femnist",
         {"kind": "natural", "test_split": "leaf", "test_fraction": 0.1},
         {"rounds": 200, "local_epochs": 2, "batch_size": 32, "lr": 0.01, "participation": 0.1},
+    ),
+    ("table5", "skew"): (
+        "emnist",
+        {
+            "kind": "random_classes",
+            "num_clients": 100,
+            "classes_per_client": 5,
+            "test_split": "stratified",
+            "test_fraction": 0.1429,
+        },
+        {"rounds": 200, "local_epochs": 2, "batch_size": 32, "lr": 0.01, "participation": 1.0},
     ),
     ("table6", "s1"): (
         "leaf_shakespeare",
@@ -323,10 +355,18 @@ def test_paper_grid_models(grid, catalog):
     assert (mlp["arch"], mlp["params"]) == ("twonn", {"hidden": 200, "hidden_layers": 2})
     cnn = model("table5", "fedavg", "orig-mean")
     assert (cnn["arch"], cnn["params"]) == ("twocnn", {"hidden": 2048})  # LEAF's FEMNIST CNN
-    # ResNet-18 + GroupNorm is not in fedbench.models: a ResNet9, named for what it is
-    for table, col in (("table1", "s2-mean"), ("table3", "p10-mean"), ("table4", "s1-mean")):
-        assert model(table, "fedavg", col)["name"] == "dqnfed-resnet9-sub"
-    assert model("table11", "qffl", "mean")["arch"] == "resnet9"
+    assert model("table5", "dqnfed", "skew-kl") == cnn  # its head 10-way: the dataset's classes
+    # ResNet-18 + GroupNorm (B-D23): CIFAR stem at 32 px, the ImageNet stem for TinyImageNet
+    for table, col in (
+        ("table1", "s2-mean"),
+        ("table3", "p10-mean"),
+        ("table4", "s1-mean"),
+        ("table10", "mean"),
+    ):
+        net = model(table, "fedavg" if table != "table10" else "qffl", col)
+        assert (net["arch"], net["params"]) == ("resnet18_gn", {"groups": 2, "stem": "cifar"})
+    tin = model("table11", "qffl", "mean")
+    assert (tin["arch"], tin["params"]) == ("resnet18_gn", {"groups": 2, "stem": "imagenet"})
     lstm = {c: model("table6", "fedavg", c)["params"] for c in ("s1-mean", "s2-mean")}
     assert (lstm["s1-mean"]["layers"], lstm["s2-mean"]["layers"]) == (2, 1)
     assert lstm["s1-mean"]["hidden"] == 256 and lstm["s1-mean"]["vocab_size"] == 80
@@ -348,6 +388,7 @@ def test_paper_grid_stats_and_protocols(grid):
     )
     assert stats["table4"]["s2-worst10"] == "worst10_qffl"
     assert (stats["table5"]["orig-angle"], stats["table5"]["orig-kl"]) == ("angle", "kl")
+    assert (stats["table5"]["skew-angle"], stats["table5"]["skew-kl"]) == ("angle", "kl")
     used = {s for t in stats.values() for s in t.values()} - {"mean", "std"}
     assert used <= set(VECTOR_STATS)
     for t in PAPER_GRID_TABLES:
@@ -367,12 +408,18 @@ def test_every_paper_value_of_a_built_table_has_its_cell(grid):
         for r in grid.output("tables", t)["rows"]
         for c in grid.output("tables", t)["columns"]
     }
+    built |= {("table2", r["id"], "seconds") for r in grid.output("tables", "table2")["rows"]}
     values = set(pv.values)
-    unbuilt = {k for k in values if k[0] not in {"table9", *PAPER_GRID_TABLES}}
-    assert {k[0] for k in unbuilt} == {"table2", "table12"}
-    skew = {k for k in values if k[0] == "table5" and k[2].startswith("skew-")}
-    assert len(skew) == 9 * 4
-    assert values - unbuilt - skew - {k for k in values if k[0] == "table9"} == built
+    built |= {
+        ("table12", r["id"], c["id"])
+        for r in grid.output("tables", "table12")["rows"]
+        for c in grid.output("tables", "table12")["columns"]
+    }
+    unbuilt = {k for k in values if k[0] not in {"table9", "table2", "table12", *PAPER_GRID_TABLES}}
+    assert unbuilt == set()
+    assert values - unbuilt - {k for k in values if k[0] == "table9"} == built
+    skew = {k for k in built if k[0] == "table5" and k[2].startswith("skew-")}
+    assert len(skew) == 9 * 4  # FEMNIST-skewed: EMNIST a-j through torchvision
     notes = {t: " ".join(grid.output("tables", t).get("notes", [])) for t in PAPER_GRID_TABLES}
     assert "B-D18" in notes["table1"] and "B-D18" in notes["table5"]
     assert "FEMNIST-skewed" in notes["table5"]
@@ -412,3 +459,69 @@ def test_table_notes_are_printed_and_checked(grid, catalog):
     out = dict(grid.output("tables", "table5"))
     with pytest.raises(ConfigError, match="notes"):
         kind.check_own("dqnfed.yaml.tables.table5", {**out, "notes": "one string"}, catalog)
+
+
+def test_table2_and_figure2_read_the_tables_runs(grid, catalog):
+    t1 = cells(grid, "tables", "table1", catalog, "paper")
+    t2 = cells(grid, "tables", "table2", catalog, "paper")
+    for (row, col), runs in t2.items():
+        assert col == "seconds" and runs == t1[(row, "s1-mean")], row  # Setup 1's own runs
+    out = grid.output("tables", "table2")
+    assert (out["metric"], out["protocol"], out["stat"]) == ("train_seconds", "run", "value")
+    assert out["summaries"] == [
+        {
+            "id": "ratio",
+            "label": "× FedAvg",
+            "stat": "ratio",
+            "columns": ["seconds"],
+            "reference": "fedavg",
+        }
+    ]
+    assert [r["id"] for r in out["rows"]] == [
+        "fedavg", "qffl", "fedmgda", "term", "ditto", "fednl", "fednew", "dqnfed"
+    ]  # fmt: skip
+    t5 = cells(grid, "tables", "table5", catalog, "paper")
+    for (row, _col), runs in cells(grid, "figures", "figure2", catalog, "paper").items():
+        assert runs == t5[(row, "orig-mean")], row
+
+
+@pytest.mark.parametrize(
+    ("table", "setups"),
+    [
+        ("table1_select", {"s1": ("table1", "s1-mean"), "s2": ("table1", "s2-mean")}),
+        ("table4_select", {"s1": ("table4", "s1-mean"), "s2": ("table4", "s2-mean")}),
+    ],
+)
+def test_selections_sweep_appendix_h_on_validation_federations(grid, catalog, table, setups):
+    got = cells(grid, "tables", table, catalog, "paper")
+    swept = {}
+    for (row, col), runs in got.items():
+        assert [r.seed for r in runs] == [0]
+        spec = _spec(catalog, "paper", runs[0])
+        ref_table, ref_col = setups[col.split("-")[0]]
+        ref = _spec(
+            catalog,
+            "paper",
+            cells(grid, "tables", ref_table, catalog, "paper")[("fedavg", ref_col)][0],
+        )
+        # the official training images only, the setup's partition kind, model and training;
+        # 10 % of each client's images as validation
+        assert (
+            "transform" not in spec["dataset"] and ref["dataset"]["transform"]["pool"] == "merged"
+        )
+        assert spec["dataset"]["source"] == ref["dataset"]["source"]
+        assert spec["partition"]["test_fraction"] == 0.1
+        keys = ("kind", "num_clients", "alpha", "shards_per_client")
+        assert {k: spec["partition"].get(k) for k in keys} == {
+            k: ref["partition"].get(k) for k in keys
+        }
+        assert spec["model"] == ref["model"]
+        if row == "fedavg":
+            assert spec["training"] == ref["training"]
+        group = row.rsplit("-", 1)[0]
+        swept.setdefault(group, set()).add(spec["algorithm"]["name"])
+    assert len(swept["qffl"]) == 8 and len(swept["fedmgda"]) == 5 and len(swept["term"]) == 5
+    assert len(swept["ditto"]) == 7 and len(swept["dqnfed"]) == 3
+    assert len(swept.get("fedlf", ())) == (5 if table == "table4_select" else 0)
+    out = grid.output("tables", table)
+    assert out["select"] == [{"by": "s1-mean", "tie": "s1-std"}, {"by": "s2-mean", "tie": "s2-std"}]

@@ -24,6 +24,7 @@ from fedbench.metrics import PACK_STATS
 from fedbench.metrics.distribution import VECTOR_STATS, client_stat
 from fedbench.metrics.names import CLIENT_METRICS
 from fedbench.outputs.base import OutputKind
+from fedbench.report.collect import RUN, RUN_METRICS
 
 MATRIX_KEYS = ("caption", "kind", "metric", "protocol", "stat", "percent", "rows", "columns")
 
@@ -93,6 +94,16 @@ def _check_quantities(where: str, out: dict[str, Any]) -> None:
         metric = entry.get("metric")
         # protocol train: the round's mean training loss, or ρ_t (training.improved_clients)
         if metric == "improved_clients" and protocol in (None, "train"):
+            continue
+        # protocol run: a number of run.yaml (DQN-Fed's Table 2: train_seconds)
+        if protocol == RUN or (protocol is None and out.get("protocol") == RUN):
+            if metric is not None and metric not in RUN_METRICS:
+                raise ConfigError(
+                    f"{place}.metric: protocol {RUN!r} reads run.yaml's {list(RUN_METRICS)}, "
+                    f"not {metric!r}"
+                )
+            if stat not in (None, "value"):
+                raise ConfigError(f"{place}.stat: protocol {RUN!r} takes stat 'value'")
             continue
         if metric is not None and metric not in CLIENT_METRICS:
             raise ConfigError(f"{place}.metric: {metric!r} is not one of {list(CLIENT_METRICS)}")

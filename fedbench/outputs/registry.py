@@ -21,6 +21,8 @@ KINDS: LazyRegistry[Any] = LazyRegistry(
         "incentive": "fedbench.outputs.incentive:IncentiveKind",
         "incentive_table": "fedbench.outputs.incentive:IncentiveTableKind",
         "sweep_lines": "fedbench.outputs.sweep_lines:SweepLinesKind",
+        "client_histogram": "fedbench.outputs.client_histogram:ClientHistogramKind",
+        "selection": "fedbench.outputs.selection:SelectionKind",
     },
     build=lambda cls: cls(),
 )

@@ -20,7 +20,7 @@ class TableKind(MatrixKind):
     section = "tables"
     keys = (
         *MATRIX_KEYS, "server", "round", "seeds", "decimals", "spread", "seed_spread", "summaries",
-        "notes",
+        "notes", "select",
     )  # fmt: skip
     about = "a table"
 
@@ -41,6 +41,7 @@ class TableKind(MatrixKind):
                 f"{where}.seed_spread: {out['seed_spread']!r} is not 'std', 'pstd' or 'maxdev'"
             )
         _check_summaries(where, out)
+        check_select(where, out)
         # `notes`: lines printed under the caption (e.g. a paper's own inconsistencies)
         notes = out.get("notes", [])
         if not (isinstance(notes, list) and all(isinstance(n, str) and n for n in notes)):
@@ -56,9 +57,14 @@ class TableKind(MatrixKind):
         fields["rows"], notes = defaults_marks(
             fields["rows"], self.runs(grid, name, catalog, scale), catalog
         )
+        groups = {r["id"]: r["group"] for r in out["rows"] if "group" in r}
+        fields["rows"] = [
+            {**r, "group": groups[r["id"]]} if r["id"] in groups else r for r in fields["rows"]
+        ]
         return TableSpec(
             **fields,
             notes=[*notes, *out.get("notes", [])],
+            select=[dict(x) for x in out.get("select", [])],
             round=out.get("round", "final"),
             decimals=out.get("decimals", 2),
             spread=out.get("spread"),
@@ -73,8 +79,9 @@ class TableKind(MatrixKind):
 
 
 def _check_summaries(where: str, out: dict) -> None:
-    """Summary columns: a list of {id, label, stat: mean|std|mean_drop, columns: [column ids]}
-    (mean_drop: the columns are (before, after) pairs)."""
+    """Summary columns: a list of {id, label, stat: mean|std|mean_drop|ratio, columns: [column
+    ids]} (mean_drop: the columns are (before, after) pairs; ratio: one column, and `reference`:
+    the row whose mean divides every row's)."""
     summaries = out.get("summaries", [])
     if not isinstance(summaries, list):
         raise ConfigError(f"{where}.summaries: must be a list")
@@ -83,20 +90,59 @@ def _check_summaries(where: str, out: dict) -> None:
         if not isinstance(summ, dict) or summ.get("id") is None:
             raise ConfigError(f"{where}.summaries: every entry needs an 'id', got {summ!r}")
         place = f"{where}.summaries entry {summ['id']!r}"
-        unknown = sorted(set(summ) - {"id", "label", "stat", "columns"})
+        unknown = sorted(set(summ) - {"id", "label", "stat", "columns", "reference"})
         if unknown:
-            raise ConfigError(f"{place}: unknown key(s) {unknown}; valid: id, label, stat, columns")
+            raise ConfigError(
+                f"{place}: unknown key(s) {unknown}; valid: id, label, stat, columns, reference"
+            )
         if summ["id"] in col_ids:
             raise ConfigError(f"{place}: the id is already a column's")
-        if summ.get("stat") not in ("mean", "std", "mean_drop"):
+        if summ.get("stat") not in ("mean", "std", "mean_drop", "ratio"):
             raise ConfigError(
-                f"{place}.stat: must be 'mean', 'std' or 'mean_drop', got {summ.get('stat')!r}"
+                f"{place}.stat: must be 'mean', 'std', 'mean_drop' or 'ratio', got "
+                f"{summ.get('stat')!r}"
             )
+        _check_ratio(place, summ, out, col_ids)
         bad = [c for c in summ.get("columns", col_ids) if c not in col_ids]
         if bad:
             raise ConfigError(f"{place}.columns: unknown column(s) {bad}; valid: {col_ids}")
         if summ["stat"] == "mean_drop" and len(summ.get("columns", col_ids)) % 2:
             raise ConfigError(f"{place}.columns: mean_drop needs (before, after) column pairs")
+
+
+def check_select(where: str, out: dict) -> None:
+    """`select`: a list of {by, tie} column ids (B-D13's choice per row group: rows' `group`)."""
+    select = out.get("select", [])
+    col_ids = [c.get("id") for c in out.get("columns", [])]
+    if not isinstance(select, list):
+        raise ConfigError(f"{where}.select: expected a list of {{by, tie}} mappings")
+    for sel in select:
+        if not isinstance(sel, dict) or sorted(sel) != ["by", "tie"]:
+            raise ConfigError(
+                f"{where}.select: each entry is {{by: <column id>, tie: <column id>}}, got {sel!r}"
+            )
+        bad = [sel[k] for k in ("by", "tie") if sel[k] not in col_ids]
+        if bad:
+            raise ConfigError(f"{where}.select: unknown column(s) {bad}; valid: {col_ids}")
+    groups = [r.get("group") for r in out.get("rows", []) if "group" in r]
+    if any(not isinstance(g, str) or not g for g in groups):
+        raise ConfigError(f"{where}.rows: a row's group must be a non-empty string")
+
+
+def _check_ratio(place: str, summ: dict, out: dict, col_ids: list) -> None:
+    """stat ratio: one column and a `reference` naming a row of the table; other stats: none."""
+    ref = summ.get("reference")
+    if summ["stat"] != "ratio":
+        if ref is not None:
+            raise ConfigError(f"{place}.reference: only stat 'ratio' takes a reference row")
+        return
+    row_ids = [r.get("id") for r in out.get("rows", [])]
+    if ref not in row_ids:
+        raise ConfigError(f"{place}.reference: {ref!r} is not a row of the table; rows: {row_ids}")
+    if len(summ.get("columns", col_ids)) != 1:
+        raise ConfigError(
+            f"{place}.columns: a ratio reads exactly one column, got {summ.get('columns', col_ids)}"
+        )
 
 
 def defaults_marks(

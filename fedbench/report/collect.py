@@ -42,6 +42,10 @@ GLOBAL_TEST = "global_test"
 TRAIN = "train"
 SERVER = "server"  # scalars an algorithm's server logs (Algorithm.server_metrics), stat "value"
 VALUE = "value"
+# Numbers a run writes to run.yaml once (fedbench.engine.run), read as protocol "run", stat
+# "value", at the run's final evaluated round: DQN-Fed's Table 2 reads train_seconds.
+RUN = "run"
+RUN_METRICS = ("train_seconds", "median_round_seconds")
 
 
 class RunDataError(ValueError):
@@ -200,7 +204,10 @@ def client_value(record: dict[str, Any], protocol: str, metric: str, client: int
 
 def run_series(run: RunData, protocol: str, metric: str, stat: str) -> pd.Series:
     """One quantity over the evaluated rounds (index: round); error if the run never has it.
-    A stat `client<k>` reads client k's own value (`fedbench.metrics.distribution.client_stat`)."""
+    A stat `client<k>` reads client k's own value (`fedbench.metrics.distribution.client_stat`);
+    protocol `run` reads a number of run.yaml (RUN_METRICS) as one point at the final round."""
+    if protocol == RUN:
+        return _run_yaml_series(run, metric)
     if stat in VECTOR_STATS:  # read from the per-client values (DQN-Fed's tails, Angle, KL)
         found = (
             (r["round"], (r["clients"].get(protocol) or {}).get(metric)) for r in run.ok_records
@@ -243,6 +250,25 @@ def run_series(run: RunData, protocol: str, metric: str, stat: str) -> pd.Series
     return pd.Series(points, name=f"{protocol}/{metric}/{stat}", dtype="float64").rename_axis(
         "round"
     )
+
+
+def _run_yaml_series(run: RunData, metric: str) -> pd.Series:
+    """run.yaml's `metric` (one of RUN_METRICS) as a one-point series at the final ok round."""
+    name = f"{RUN}/{metric}/{VALUE}"
+    if metric not in RUN_METRICS:
+        raise RunDataError(
+            f"protocol {RUN!r} reads {list(RUN_METRICS)} of run.yaml, not {metric!r}"
+        )
+    value = run.info.get(metric)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise RunDataError(
+            f"{run.run_dir / 'run.yaml'}: no number under {metric!r} (got {value!r}); runs "
+            "trained before the engine recorded it must be trained again"
+        )
+    if not run.ok_records:
+        return pd.Series({}, name=name, dtype="float64").rename_axis("round")
+    last = run.ok_records[-1]["round"]
+    return pd.Series({last: float(value)}, name=name, dtype="float64").rename_axis("round")
 
 
 def collect_runs(run_dirs: Iterable[str | Path]) -> pd.DataFrame:

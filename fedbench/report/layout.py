@@ -11,7 +11,16 @@ from typing import Any, Protocol
 
 from fedbench.metrics import PACK_STATS
 from fedbench.metrics.distribution import UNSCALED_STATS, VECTOR_STATS, client_stat
-from fedbench.report.collect import GLOBAL_TEST, SERVER, TRAIN, VALUE, RunData, load_run
+from fedbench.report.collect import (
+    GLOBAL_TEST,
+    RUN,
+    RUN_METRICS,
+    SERVER,
+    TRAIN,
+    VALUE,
+    RunData,
+    load_run,
+)
 
 SCALES = ("paper", "quick", "smoke")
 STANDIN_NOTE = (
@@ -33,6 +42,11 @@ PROTOCOL_NOTES = {
         "(ties: smallest λ), its test-split metrics"
     ),
     SERVER: "a scalar the algorithm's server logs at each evaluation round, not a client metric",
+    RUN: (
+        "a number each run writes to its run.yaml once (train_seconds: wall-clock seconds of all "
+        "rounds, training and evaluation, not data loading; median_round_seconds: the median "
+        "round), so it depends on the machine and its load"
+    ),
 }
 
 
@@ -119,9 +133,13 @@ def _check_quantity(where: str, q: Quantity | CellLayout) -> None:
     """A stat the protocol has: 'value' for global_test/train, a pack stat otherwise."""
     if not q.metric:
         raise LayoutError(f"{where}: empty metric")
-    if q.protocol in (GLOBAL_TEST, TRAIN, SERVER):
+    if q.protocol in (GLOBAL_TEST, TRAIN, SERVER, RUN):
         if q.stat != VALUE:
             raise LayoutError(f"{where}: protocol {q.protocol!r} needs stat 'value'")
+        if q.protocol == RUN and q.metric not in RUN_METRICS:
+            raise LayoutError(
+                f"{where}: protocol {RUN!r} reads run.yaml's {list(RUN_METRICS)}, not {q.metric!r}"
+            )
     elif q.stat not in (*PACK_STATS, *VECTOR_STATS) and client_stat(q.stat) is None:
         raise LayoutError(
             f"{where}: unknown stat {q.stat!r}; valid: {list(PACK_STATS) + list(VECTOR_STATS)} "
@@ -238,6 +256,8 @@ METRIC_NAMES = {
     "mce": "Maximum calibration error (MCE)",
     "auroc": "AUROC",
     "improved_clients": "Clients not made worse (share, ρ_t)",
+    "train_seconds": "Wall-clock seconds of all rounds",
+    "median_round_seconds": "Median seconds a round",
 }
 STAT_WORDS = {
     "mean": "mean over clients",
@@ -268,6 +288,7 @@ PROTOCOL_WORDS = {
         "share whose full training loss the round did not increase, ρ_t)"
     ),
     SERVER: "a scalar the algorithm's server logs",
+    RUN: "the run's run.yaml",
     "best_lambda": "each client's best λ on its test split",
     "val_lambda": "each client's λ chosen on a validation split",
 }

@@ -14,7 +14,7 @@ import pandas as pd
 from fedbench.io import write_text
 from fedbench.metrics import PACK_STATS
 from fedbench.papers import PaperValues
-from fedbench.report.collect import GLOBAL_TEST, TRAIN, RunData, run_series
+from fedbench.report.collect import GLOBAL_TEST, RUN, TRAIN, RunData, run_series
 from fedbench.report.html_table import html_table
 from fedbench.report.layout import (
     PROTOCOL_NOTES,
@@ -37,8 +37,9 @@ ROUND_MODES = ("final", "best")
 # absolute deviation from the mean (pFedBreD's plots).
 SEED_SPREADS = ("std", "pstd", "maxdev")
 # mean_drop: the mean over consecutive column pairs (before, after) of before - after (pFedBreD's
-# Table 8 "Average Decrease by Noise").
-SUMMARY_STATS = ("mean", "std", "mean_drop")
+# Table 8 "Average Decrease by Noise"); ratio: one column's mean in this row over its mean in the
+# summary's `reference` row (DQN-Fed's Table 2, wall-clock "× FedAvg").
+SUMMARY_STATS = ("mean", "std", "mean_drop", "ratio")
 # Quantities where smaller is better, so "best round" takes the minimum.
 MIN_METRICS = ("loss", "ece", "mce")
 MIN_STATS = ("std", "gini", "angle", "kl")
@@ -66,6 +67,10 @@ SUMMARY_NOTE = (
     "summary columns ({names}) are computed from each row's cells: the mean or the sample "
     "standard deviation (ddof=1) over the listed columns of our means (of the paper's values for "
     "its own); blank unless every listed cell has runs"
+)
+RATIO_NOTE = (
+    "{label} = this row's mean of column {column} over row {reference}'s (ratio of the seeds' "
+    "means, no ±); the paper's: its own {column} values divided the same way"
 )
 NO_PAPER_NOTE = (
     "none for this table, so no paper or Δ columns (the CSV keeps its paper, paper_std and "
@@ -125,6 +130,10 @@ class TableSpec:
     summaries: list[dict] = field(default_factory=list)
     # Footnotes printed with the header (e.g. which rows' hyperparameters are not the paper's).
     notes: list[str] = field(default_factory=list)
+    # B-D13's choice, written into every output: per entry {by, tie} (column ids), each row
+    # group's (rows' `group`, else the row alone) row with the highest `by` mean, ties to the
+    # lowest `tie` mean, then to the first row.
+    select: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         """Reject an unknown round mode, stat, spread, scale or a cell outside the layout."""
@@ -152,6 +161,13 @@ class TableSpec:
                 raise LayoutError(f"{where}: summary {sid!r} lists unknown column(s) {bad}")
             if summ["stat"] == "mean_drop" and len(summ.get("columns", col_ids)) % 2:
                 raise LayoutError(f"{where}: summary {sid!r}: mean_drop needs column pairs")
+            _check_reference(where, summ, [str(r["id"]) for r in self.rows], col_ids)
+        for sel in self.select:
+            bad = [sel.get(k) for k in ("by", "tie") if str(sel.get(k)) not in col_ids]
+            if bad:
+                raise LayoutError(
+                    f"{where}: select {sel!r} names unknown column(s) {bad}; columns: {col_ids}"
+                )
         check_layout(self)
         if self.spread is not None:
             if self.spread not in PACK_STATS:
@@ -159,11 +175,27 @@ class TableSpec:
                     f"{where}: unknown spread {self.spread!r}; valid: {list(PACK_STATS)}"
                 )
             for cell, q in cell_quantities(self).items():
-                if q.protocol in (GLOBAL_TEST, TRAIN):
+                if q.protocol in (GLOBAL_TEST, TRAIN, RUN):
                     raise LayoutError(
                         f"{where}: spread needs per-client values, but cell {cell} reads "
                         f"protocol {q.protocol!r}"
                     )
+
+
+def _check_reference(where: str, summ: dict, row_ids: list[str], col_ids: list[str]) -> None:
+    """A ratio summary names one column and a `reference` row of the table; others name none."""
+    sid, ref = summ["id"], summ.get("reference")
+    if summ["stat"] != "ratio":
+        if ref is not None:
+            raise LayoutError(f"{where}: summary {sid!r}: only stat 'ratio' takes a reference row")
+        return
+    if ref is None or str(ref) not in row_ids:
+        raise LayoutError(
+            f"{where}: summary {sid!r}: reference {ref!r} is not a row of the table; "
+            f"rows: {row_ids}"
+        )
+    if len(summ.get("columns", col_ids)) != 1:
+        raise LayoutError(f"{where}: summary {sid!r}: a ratio reads exactly one column (columns)")
 
 
 def maximises(metric: str, stat: str) -> bool:
@@ -304,8 +336,66 @@ def build_table(
     df = pd.DataFrame(out, columns=list(CSV_COLUMNS))
     df.attrs["standin"] = any_standin(cells)
     df.attrs["precision"] = precision_note(cells)
+    times = any(q.protocol == RUN for q in quantities.values())
+    df.attrs["machines"] = machine_note(cells) if times else ""
     df.attrs["paper_source"] = paper_values.source if paper_values is not None else ""
     return df
+
+
+def machine_note(cells: dict[tuple[str, str], list[RunData]]) -> str:
+    """Where the runs ran, from run.yaml ('cuda, 1 thread(s): 8 runs; ...'), for tables of run.yaml
+    times: seconds from different machines or loads do not compare."""
+    counts: dict[str, int] = {}
+    for runs in cells.values():
+        for r in runs:
+            where = (
+                f"{r.info.get('device', 'unknown device')}, {r.info.get('threads', '?')} thread(s)"
+            )
+            counts[where] = counts.get(where, 0) + 1
+    return "; ".join(f"{k}: {n} run(s)" for k, n in sorted(counts.items()))
+
+
+def choices(table: pd.DataFrame, spec: TableSpec) -> list[tuple[dict, list[tuple[str, dict]]]]:
+    """Per select entry: (entry, [(group, chosen row) ...]) by B-D13's rule (highest `by` mean,
+    ties to the lowest `tie` mean, then the first row); a group with no finished runs is left
+    out."""
+    mean = {(r["row"], r["column"]): r["ours_mean"] for _, r in table.iterrows()}
+    out = []
+    for sel in spec.select:
+        groups: dict[str, list[dict]] = {}
+        for row in spec.rows:
+            groups.setdefault(str(row.get("group", row["id"])), []).append(row)
+        picked = []
+        for group, rows in groups.items():
+            scored = [
+                (mean[(str(r["id"]), str(sel["by"]))], mean[(str(r["id"]), str(sel["tie"]))], i, r)
+                for i, r in enumerate(rows)
+            ]
+            scored = [x for x in scored if math.isfinite(x[0])]
+            if scored:
+                best = min(
+                    scored, key=lambda x: (-x[0], x[1] if math.isfinite(x[1]) else math.inf, x[2])
+                )
+                picked.append((group, best[3]))
+        out.append((sel, picked))
+    return out
+
+
+def _choice_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
+    """('Chosen', text) per select entry: every group's chosen row with its two values."""
+    labels = {str(c["id"]): str(c["label"]) for c in spec.columns}
+    mean = {(r["row"], r["column"]): r["ours_mean"] for _, r in table.iterrows()}
+    lines = []
+    for sel, picked in choices(table, spec):
+        by, tie = str(sel["by"]), str(sel["tie"])
+        rule = f"highest {labels[by]}, ties to the lowest {labels[tie]}, then the first row"
+        parts = [
+            f"{row['label']} ({_num(mean[(str(row['id']), by)], spec.decimals)} / "
+            f"{_num(mean[(str(row['id']), tie)], spec.decimals)})"
+            for _, row in picked
+        ]
+        lines.append(("Chosen", f"{rule}: " + ("; ".join(parts) or "no finished runs")))
+    return lines
 
 
 def seed_spread(values: np.ndarray, how: str) -> float:
@@ -340,6 +430,13 @@ def summary_value(values: list[float], stat: str) -> float:
     raise ValueError(f"summary stat must be one of {list(SUMMARY_STATS)}, got {stat!r}")
 
 
+def ratio(value: float, reference: float) -> float:
+    """value / reference; NaN when either is missing or the reference is 0."""
+    if not (math.isfinite(value) and math.isfinite(reference)) or reference == 0:
+        return math.nan
+    return value / reference
+
+
 def _summary_columns(spec: TableSpec, summ: dict) -> list[str]:
     return [str(c) for c in summ.get("columns", [c["id"] for c in spec.columns])]
 
@@ -355,14 +452,22 @@ def _summary_rows(
         for summ in spec.summaries:
             cols = _summary_columns(spec, summ)
             recs = [by_cell[(rid, c)] for c in cols]
-            ours = summary_value([r["ours_mean"] for r in recs], summ["stat"])
             pv = paper_value(spec, row, str(summ["id"]), paper_values)
             paper = pv.value if pv is not None else math.nan
-            how = {
-                "std": "sample std (ddof=1)",
-                "mean": "mean",
-                "mean_drop": "mean of (before - after) over column pairs",
-            }[summ["stat"]]
+            if summ["stat"] == "ratio":
+                ref = str(summ["reference"])
+                recs.append(by_cell[(ref, cols[0])])
+                ours = ratio(recs[0]["ours_mean"], recs[1]["ours_mean"])
+                if pv is None:
+                    paper = ratio(recs[0]["paper"], recs[1]["paper"])
+                how = f"ratio of this row's mean in column {cols[0]} to row {ref}'s"
+            else:
+                ours = summary_value([r["ours_mean"] for r in recs], summ["stat"])
+                how = {
+                    "std": "sample std (ddof=1)",
+                    "mean": "mean",
+                    "mean_drop": "mean of (before - after) over column pairs",
+                }[summ["stat"]]
             out.append(
                 {
                     "row": rid,
@@ -374,7 +479,11 @@ def _summary_rows(
                     "n_runs": min(r["n_runs"] for r in recs),
                     "delta": ours - paper,
                     "status": "ok" if math.isfinite(ours) else "no runs",
-                    "eval_protocol": f"summary: {how} over columns {', '.join(cols)}",
+                    "eval_protocol": (
+                        f"summary: {how}"
+                        if summ["stat"] == "ratio"
+                        else f"summary: {how} over columns {', '.join(cols)}"
+                    ),
                     "n_diverged": sum(r["n_diverged"] for r in recs),
                     "diverged_rounds": "",
                     "seeds": "",
@@ -426,9 +535,17 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
         ("Scale", spec.scale),
         ("Ours", _ours_note(spec, has_paper(table))),
     ]
-    if spec.summaries:
-        names = ", ".join(str(x.get("label", x["id"])) for x in spec.summaries)
+    plain = [x for x in spec.summaries if x["stat"] != "ratio"]
+    if plain:
+        names = ", ".join(str(x.get("label", x["id"])) for x in plain)
         lines.append(("Summaries", SUMMARY_NOTE.format(names=names)))
+    for x in spec.summaries:
+        if x["stat"] == "ratio":
+            label, (column,) = x.get("label", x["id"]), _summary_columns(spec, x)
+            reference = x["reference"]
+            lines.append(
+                ("Ratio", RATIO_NOTE.format(label=label, column=column, reference=reference))
+            )
     lines += [("Note", note) for note in spec.notes]
     if table.attrs.get("paper_source") and has_paper(table):
         lines.append(("Paper values from", table.attrs["paper_source"]))
@@ -438,6 +555,9 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
         lines.append(("Diverged", DIVERGED_NOTE))
     if table.attrs.get("precision"):
         lines.append(("Precision", table.attrs["precision"]))
+    lines += _choice_lines(table, spec)
+    if table.attrs.get("machines"):
+        lines.append(("Machines", f"run.yaml device and torch threads: {table.attrs['machines']}"))
     lines += [("WARNING", w) for w in warning_lines(spec.scale, standin)]
     return lines
 
@@ -476,8 +596,12 @@ def display_cells(r: pd.Series, decimals: int, spread: bool = False) -> tuple[st
 
 
 def _summary_cells(r: pd.Series, decimals: int) -> tuple[str, str, str]:
-    """(paper, ours, Δ) of a summary column: plain numbers."""
-    paper = _paper_num(r["paper"], decimals) if math.isfinite(r["paper"]) else DASH
+    """(paper, ours, Δ) of a summary column: plain numbers (a ratio's paper value, computed from
+    the paper's numbers, at the table's decimals)."""
+    paper = DASH
+    if math.isfinite(r["paper"]):
+        fixed = r["stat"] == "ratio"
+        paper = _num(r["paper"], decimals) if fixed else _paper_num(r["paper"], decimals)
     return paper, _num(r["ours_mean"], decimals), _num(r["delta"], decimals, sign=True)
 
 
