@@ -54,9 +54,15 @@ def test_the_grid_names_its_tables_and_figures(grid):
         "table1_select",
         "table2",
         "table3",
+        "table3_select",
         "table4",
         "table4_select",
-        *PAPER_GRID_TABLES[3:],
+        "table5",
+        "table6",
+        "table10",
+        "table10_select",
+        "table11",
+        "table11_select",
         "table12",
     ]
     assert list(grid.outputs("figures")) == [
@@ -76,12 +82,14 @@ def test_the_grid_names_its_tables_and_figures(grid):
 # logged), one seed.
 PAPER_GRID_RUNS = 5 * (18 + 18 + 18 + 18 + 18 + 5 + 5) + 14
 # B-D13's selections on seed 0, two setups each: FedAvg + q-FFL 8 + FedMGDA+ 5 + TERM 5 + Ditto 7
-# + DQN-Fed 3 (Table 1), and FedLF 5 more (Table 4); at the smoke scale each sweep keeps its first
-# and last value (caps.sweep_points 2).
-SELECTION_RUNS = 2 * 29 + 2 * 34
+# + DQN-Fed 3 (Tables 1 and 3), and FedLF 5 more (Table 4); one setup each: FedAvg + q-FFL 8 +
+# Ditto 7 + FedLF 5 + TERM 5 + DQN-Fed 3 (Table 10), FedAvg + q-FFL 8 + FedLF 5 + TERM 5 +
+# FedMGDA+ 5 + DQN-Fed 3 (Table 11); at the smoke scale each sweep keeps its first and last value
+# (caps.sweep_points 2).
+SELECTION_RUNS = 2 * 29 + 2 * 29 + 2 * 34 + 29 + 27
 # Table 12 (Clothing1M): FedAvg, FedCorr, DQN-Fed, FedCorr + DQN-Fed x seeds 0-4
 TABLE12_RUNS = 4 * 5
-SELECTION_SMOKE_RUNS = 2 * (1 + 2 * 5) + 2 * (1 + 2 * 6)
+SELECTION_SMOKE_RUNS = 2 * (1 + 2 * 5) + 2 * (1 + 2 * 5) + 2 * (1 + 2 * 6) + (1 + 2 * 5) * 2
 
 
 def test_run_counts(grid, catalog):
@@ -174,14 +182,14 @@ def test_snakemake_dry_run_lists_every_job():
     assert result.returncode == 0, log[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", log, re.M))
     train = 63 + PAPER_GRID_RUNS + SELECTION_RUNS + TABLE12_RUNS
-    assert counts["train"] == str(train) and counts["table"] == "14", log[-2000:]
+    assert counts["train"] == str(train) and counts["table"] == "17", log[-2000:]
     assert counts["figure"] == "7", log[-2000:]
     # 4 Fashion-MNIST builds + CIFAR-10/100, CINIC-10, TinyImageNet, FEMNIST, EMNIST a-j,
-    # 2 Shakespeare, CIFAR-10/100's training splits (the selections); partitions: Table 9's 12,
-    # then 12 of the paper-scale grid x 5 seeds, Figure 3's 2 x seed 0, the selections' 4;
-    # Table 12's Clothing1M: one build, its partition x 5 seeds
-    assert counts["prepare"] == "15", log[-2000:]
-    assert counts["partition"] == str(12 + 60 + 2 + 4 + 5), log[-2000:]
+    # 2 Shakespeare, CIFAR-10/100's, CINIC-10's and TinyImageNet's training splits (the
+    # selections); partitions: Table 9's 12, then 12 of the paper-scale grid x 5 seeds, Figure 3's
+    # 2 x seed 0, the selections' 8; Table 12's Clothing1M: one build, its partition x 5 seeds
+    assert counts["prepare"] == "17", log[-2000:]
+    assert counts["partition"] == str(12 + 60 + 2 + 8 + 5), log[-2000:]
 
 
 def test_checks_change_one_setting_each(grid, catalog):
@@ -485,43 +493,73 @@ def test_table2_and_figure2_read_the_tables_runs(grid, catalog):
         assert runs == t5[(row, "orig-mean")], row
 
 
+# Appendix H's grid sizes (004:L896-904) and B-D14's DQN-Fed step scales; FedHEAL (fixed values),
+# FedNL and FedNew (no grid, B-D9) are not swept
+SWEEP_SIZES = {"qffl": 8, "fedmgda": 5, "term": 5, "ditto": 7, "fedlf": 5, "dqnfed": 3}
+UNSWEPT = {"fedheal", "fednl", "fednew"}
+
+
 @pytest.mark.parametrize(
     ("table", "setups"),
     [
         ("table1_select", {"s1": ("table1", "s1-mean"), "s2": ("table1", "s2-mean")}),
+        ("table3_select", {"p10": ("table3", "p10-mean"), "p50": ("table3", "p50-mean")}),
         ("table4_select", {"s1": ("table4", "s1-mean"), "s2": ("table4", "s2-mean")}),
+        ("table10_select", {"": ("table10", "mean")}),
+        ("table11_select", {"": ("table11", "mean")}),
     ],
 )
 def test_selections_sweep_appendix_h_on_validation_federations(grid, catalog, table, setups):
     got = cells(grid, "tables", table, catalog, "paper")
     swept = {}
+    refs = {}  # setup -> {algorithm name: the table's run spec at that setup}
+    for key, (ref_table, ref_col) in setups.items():
+        ref_cells = cells(grid, "tables", ref_table, catalog, "paper")
+        specs = [_spec(catalog, "paper", runs[0]) for (_r, c), runs in ref_cells.items()]
+        refs[key] = {
+            s["algorithm"]["name"]: s
+            for (_r, c), s in zip(ref_cells, specs, strict=True)
+            if c == ref_col
+        }
     for (row, col), runs in got.items():
         assert [r.seed for r in runs] == [0]
         spec = _spec(catalog, "paper", runs[0])
-        ref_table, ref_col = setups[col.split("-")[0]]
-        ref = _spec(
-            catalog,
-            "paper",
-            cells(grid, "tables", ref_table, catalog, "paper")[("fedavg", ref_col)][0],
-        )
+        by_algorithm = refs[col.rpartition("-")[0]]
+        ref = next(iter(by_algorithm.values()))
         # the official training images only, the setup's partition kind, model and training;
         # 10 % of each client's images as validation
         assert (
             "transform" not in spec["dataset"] and ref["dataset"]["transform"]["pool"] == "merged"
         )
         assert spec["dataset"]["source"] == ref["dataset"]["source"]
+        assert spec["dataset"].get("params") == ref["dataset"].get("params")
         assert spec["partition"]["test_fraction"] == 0.1
-        keys = ("kind", "num_clients", "alpha", "shards_per_client")
+        keys = ("kind", "num_clients", "alpha", "shards_per_client", "min_size")
         assert {k: spec["partition"].get(k) for k in keys} == {
             k: ref["partition"].get(k) for k in keys
         }
         assert spec["model"] == ref["model"]
-        if row == "fedavg":
-            assert spec["training"] == ref["training"]
+        name = spec["algorithm"]["name"]
+        if name in by_algorithm:  # a value the table's rows run: the same training, all of it
+            assert spec["training"] == by_algorithm[name]["training"], (row, col)
         group = row.rsplit("-", 1)[0]
-        swept.setdefault(group, set()).add(spec["algorithm"]["name"])
-    assert len(swept["qffl"]) == 8 and len(swept["fedmgda"]) == 5 and len(swept["term"]) == 5
-    assert len(swept["ditto"]) == 7 and len(swept["dqnfed"]) == 3
-    assert len(swept.get("fedlf", ())) == (5 if table == "table4_select" else 0)
+        swept.setdefault(group, set()).add(name)
+    # every method the table prints is swept over its whole grid, FedAvg beside them
+    ref_table = next(iter(setups.values()))[0]
+    printed = {r["id"] for r in grid.output("tables", ref_table)["rows"]} - UNSWEPT
+    assert set(swept) == printed | {"fedavg"}
+    assert {g: len(v) for g, v in swept.items()} == {
+        g: SWEEP_SIZES.get(g, 1) for g in printed | {"fedavg"}
+    }
     out = grid.output("tables", table)
-    assert out["select"] == [{"by": "s1-mean", "tie": "s1-std"}, {"by": "s2-mean", "tie": "s2-std"}]
+    assert out["select"] == [
+        {"by": f"{k}-mean" if k else "mean", "tie": f"{k}-std" if k else "std"} for k in setups
+    ]
+    # at the smoke scale each sweep keeps its first and last value
+    smoke = cells(grid, "tables", table, catalog, "smoke")
+    groups = {}
+    for row, _col in smoke:
+        groups.setdefault(row.rsplit("-", 1)[0], set()).add(row)
+    assert {g: len(v) for g, v in groups.items()} == {
+        g: min(2, SWEEP_SIZES.get(g, 1)) for g in printed | {"fedavg"}
+    }
