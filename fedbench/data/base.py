@@ -176,6 +176,15 @@ def check_params(source: str, given: dict[str, Any], spec: dict[str, Any]) -> di
     return out
 
 
+def read_manifest(raw_dir: str | os.PathLike) -> dict[str, Any]:
+    """raw_dir/MANIFEST.json as a dict; {} when it is missing, unreadable or not a mapping."""
+    try:
+        data = json.loads((Path(raw_dir) / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def manifest_verifies(raw_dir: str | os.PathLike, files: list[RemoteFile]) -> bool:
     """True when raw_dir/MANIFEST.json lists every file and each file still has its SHA-256."""
     raw_dir = Path(raw_dir)

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from fedbench.data.base import ArrayDataset, RemoteFile, Source, image_standin
+from fedbench.data.base import ArrayDataset, RemoteFile, Source, image_standin, read_manifest
 from fedbench.data.fetch import DEFAULT_TIMEOUT, FetchError, by_hand, digests
 from fedbench.data.transform import check_resize, resize_images
 from fedbench.io import atomic_path, write_text
@@ -125,10 +125,7 @@ class Cinic10(Source):
         self.check_params(params)
         raw_dir = Path(raw_dir)
         raw_dir.mkdir(parents=True, exist_ok=True)
-        try:
-            old = json.loads((raw_dir / MANIFEST).read_text())
-        except (OSError, ValueError):
-            old = {}
+        old = read_manifest(raw_dir)
         manifest: dict[str, dict[str, Any]] = {}
         for split, rf in zip(HUB_SPLITS, self.files, strict=True):
             dest = raw_dir / rf.filename

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from fedbench.data.base import MANIFEST, RemoteFile, Source
+from fedbench.data.base import MANIFEST, RemoteFile, Source, read_manifest
 from fedbench.data.fetch import DEFAULT_TIMEOUT, FetchError, by_hand, digests
 from fedbench.io import atomic_path, write_text
 
@@ -214,7 +214,7 @@ class HubRouted(Source):
         params = self.check_params(params)
         raw_dir = Path(raw_dir)
         raw_dir.mkdir(parents=True, exist_ok=True)
-        old = _read_manifest(raw_dir)
+        old = read_manifest(raw_dir)
         view = self.routed(params)
         try:
             manifest = view._fetch_route(raw_dir, timeout, params)
@@ -232,7 +232,7 @@ class HubRouted(Source):
         if self.route == "original":
             return super().fetch(raw_dir, timeout=timeout, **params)
         dest = raw_dir / self.hub_file
-        old = _read_manifest(raw_dir).get(self.hub_file)
+        old = read_manifest(raw_dir).get(self.hub_file)
         if dest.is_file() and isinstance(old, dict):
             if digests(dest)["sha256"] == old.get("sha256"):
                 return {self.hub_file: old}
@@ -240,14 +240,6 @@ class HubRouted(Source):
         save_arrays(dest, **arrays)
         entry = {**digests(dest), "origin": origin, "verified_by": "revision"}
         return {self.hub_file: entry}
-
-
-def _read_manifest(raw_dir: Path) -> dict[str, Any]:
-    try:
-        data = json.loads((raw_dir / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def keep_other_entries(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fedbench.cells import Grid, RunKey, choose_dataset, merge_cell, output_seeds
+from fedbench.cells import Grid, RunKey
 from fedbench.config import ConfigError, nearest, sweep_fields, sweep_name, sweep_tag
 from fedbench.outputs.parallel import select_points
 from fedbench.outputs.table import TableKind
@@ -34,18 +34,8 @@ class SelectionKind(TableKind):
     def runs(
         self, grid: Grid, name: str, catalog: dict, scale: str
     ) -> dict[tuple[str, str], list[RunKey]]:
-        out = grid.output(self.section, name)
-        seeds = output_seeds(grid, out, catalog, scale)
-        result = {}
-        for row in scale_rows(grid, name, catalog, scale):
-            for col in out["columns"]:
-                cell = merge_cell(row, col, f"{grid.name}.{name}")
-                dataset = choose_dataset(cell["dataset"], catalog, scale)
-                result[(row["id"], col["id"])] = [
-                    RunKey(dataset, cell["partition"], cell["model"], cell["algorithm"], int(s))
-                    for s in seeds
-                ]
-        return result
+        rows = scale_rows(grid, name, catalog, scale)
+        return super().runs(_Expanded(grid, self.section, name, rows), name, catalog, scale)
 
     def spec(self, grid: Grid, name: str, catalog: dict, scale: str) -> TableSpec:
         rows = scale_rows(grid, name, catalog, scale)

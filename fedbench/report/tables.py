@@ -360,11 +360,11 @@ def choices(table: pd.DataFrame, spec: TableSpec) -> list[tuple[dict, list[tuple
     ties to the lowest `tie` mean, then the first row); a group with no finished runs is left
     out."""
     mean = {(r["row"], r["column"]): r["ours_mean"] for _, r in table.iterrows()}
+    groups: dict[str, list[dict]] = {}
+    for row in spec.rows:
+        groups.setdefault(str(row.get("group", row["id"])), []).append(row)
     out = []
     for sel in spec.select:
-        groups: dict[str, list[dict]] = {}
-        for row in spec.rows:
-            groups.setdefault(str(row.get("group", row["id"])), []).append(row)
         picked = []
         for group, rows in groups.items():
             scored = [
