@@ -619,11 +619,13 @@ def cost_keys(
 
 def group_cells(catalog: dict, grid, scale: str, precision: str | None = None) -> list[Cell]:
     """The grid's runs grouped into cells of (nearly) identical cost, in the grid's order;
-    `precision` (training.precision) replaces every run's own."""
+    `precision` (training.precision) replaces every run's own. A row that runs a selection's
+    choice is costed at its group's first value (the choice is made during the grid; a swept
+    value changes a run's cost little)."""
     cells: list[Cell] = []
     by_key: dict[tuple, Cell] = {}
     profiles: dict[tuple, list[tuple[tuple[float, ...], int]]] = {}  # timing key -> classes
-    for run in all_runs(grid, catalog, scale):
+    for run in all_runs(grid, catalog, scale, choices="first"):
         spec = resolve_run(
             catalog, scale, run.dataset, run.partition, run.model, run.algorithm, run.seed
         )

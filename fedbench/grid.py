@@ -17,7 +17,7 @@ from fedbench.config import (
     resolve_run,
     validate_catalog,
 )
-from fedbench.outputs import kind_of
+from fedbench.outputs import chosen, kind_of
 from fedbench.outputs.base import EXTENSIONS
 
 # Output names as the table / figure rules match them (workflow/rules/report.smk uses these), so a
@@ -31,6 +31,7 @@ __all__ = [
     "RunKey",
     "all_runs",
     "cells",
+    "chosen_tables",
     "load_grid",
     "load_grids",
     "load_workflow",
@@ -74,6 +75,7 @@ def load_grid(path: str | Path, catalog: dict[str, Any]) -> Grid:
                 )
             place = f"{where}.{section}.{name}"
             kind_of(section, out, place).validate(place, out, catalog)
+    chosen.check_grid(grid, catalog, kind_of)
     return grid
 
 
@@ -106,16 +108,19 @@ def output_kind(grid: Grid, section: str, name: str):
 
 
 def cells(
-    grid: Grid, section: str, name: str, catalog: dict, scale: str
+    grid: Grid, section: str, name: str, catalog: dict, scale: str, choices: str = "read"
 ) -> dict[tuple[str, str], list[RunKey]]:
     """(row id, column id) -> the runs (one per seed) one table or figure reads (none for an
-    output that reads no run, e.g. a partition figure)."""
-    return output_kind(grid, section, name).runs(grid, name, catalog, scale)
+    output that reads no run, e.g. a partition figure). `choices`: rows that run a selection's
+    choice read its choice file ("read") or stand for their group's first value ("first",
+    before any selection ran; `fedbench.outputs.chosen`)."""
+    return output_kind(grid, section, name).runs(grid, name, catalog, scale, choices)
 
 
 def output_inputs(grid: Grid, section: str, name: str, catalog: dict, scale: str) -> list[str]:
     """Every file one table or figure reads: its runs' metrics.jsonl and run.yaml, each run once,
-    then what its kind reads beside them (landscape .npz, dataset and partition files)."""
+    then what its kind reads beside them (landscape .npz, dataset and partition files, the
+    choice files of the selections its rows run)."""
     kind = output_kind(grid, section, name)
     runs = dict.fromkeys(k for ks in kind.runs(grid, name, catalog, scale).values() for k in ks)
     files = [f"{k.folder(scale)}/{f}" for k in runs for f in ("metrics.jsonl", "run.yaml")]
@@ -127,14 +132,19 @@ def output_spec(grid: Grid, section: str, name: str, catalog: dict, scale: str) 
     return output_kind(grid, section, name).spec(grid, name, catalog, scale)
 
 
-def all_runs(grid: Grid, catalog: dict, scale: str) -> list[RunKey]:
-    """Every run the grid's tables and figures need (each once)."""
+def all_runs(grid: Grid, catalog: dict, scale: str, choices: str = "read") -> list[RunKey]:
+    """Every run the grid's tables and figures need (each once); `choices` as in `cells`."""
     keys: dict[RunKey, None] = {}
     for section in SECTIONS:
         for name in grid.outputs(section):
-            for runs in cells(grid, section, name, catalog, scale).values():
+            for runs in cells(grid, section, name, catalog, scale, choices).values():
                 keys.update(dict.fromkeys(runs))
     return list(keys)
+
+
+def chosen_tables(grid: Grid, section: str, name: str) -> list[str]:
+    """The selection tables whose choices one output's rows run (the workflow waits for each)."""
+    return chosen.chosen_tables(grid, section, name)
 
 
 def output_files(grid: Grid, scale: str, root: str = "results") -> list[str]:
@@ -149,8 +159,9 @@ def output_files(grid: Grid, scale: str, root: str = "results") -> list[str]:
 
 
 def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
-    """Resolve every run's full spec once (training values included), naming any bad one."""
-    for key in all_runs(grid, catalog, scale):
+    """Resolve every run's full spec once (training values included), naming any bad one (a
+    chosen row as its group's first value: the choice is not made at DAG build)."""
+    for key in all_runs(grid, catalog, scale, choices="first"):
         try:
             resolve_run(
                 catalog, scale, key.dataset, key.partition, key.model, key.algorithm, key.seed

@@ -195,3 +195,14 @@ def render(
     with _job(log, [out_file]):
         kind = output_kind(grid, section, name)
         return kind.render(kind.spec(grid, name, catalog, scale), Path(out_file).with_suffix(""))
+
+
+def choice(grid, name: str, catalog: dict, scale: str, out: str | Path, log: str | Path) -> None:
+    """What one selection table chose, from its runs, as JSON (`fedbench.outputs.chosen`)."""
+    from fedbench.grid import output_kind
+    from fedbench.outputs.chosen import write_choice
+
+    with _job(log, [out]):
+        record = write_choice(output_kind(grid, "tables", name), grid, name, catalog, scale, out)
+        for by, groups in record["choices"].items():
+            logging.info("%s: %s", by, {g: c["algorithm"] for g, c in groups.items()})

@@ -13,7 +13,9 @@ from pathlib import Path
 import pytest
 
 from fedbench.config import resolve_run
-from fedbench.grid import all_runs, cells, load_grid
+from fedbench.grid import all_runs as grid_runs
+from fedbench.grid import cells as grid_cells
+from fedbench.grid import chosen_tables, load_grid
 from fedbench.metrics.distribution import VECTOR_STATS
 from fedbench.papers import load_paper_values
 
@@ -39,6 +41,17 @@ def grid(catalog):
     return load_grid(GRID, catalog)
 
 
+def cells(grid, section, name, catalog, scale):
+    """A table's or figure's runs, chosen rows (B-D13) at their group's first value: what the
+    grid names before any selection ran (no test reads a choice file of this checkout)."""
+    return grid_cells(grid, section, name, catalog, scale, choices="first")
+
+
+def all_runs(grid, catalog, scale):
+    """Every run of the grid, chosen rows as in `cells`."""
+    return grid_runs(grid, catalog, scale, choices="first")
+
+
 def _spec(catalog, scale, run):
     return resolve_run(
         catalog, scale, run.dataset, run.partition, run.model, run.algorithm, run.seed
@@ -58,7 +71,9 @@ def test_the_grid_names_its_tables_and_figures(grid):
         "table4",
         "table4_select",
         "table5",
+        "table5_select",
         "table6",
+        "table6_select",
         "table10",
         "table10_select",
         "table11",
@@ -84,23 +99,26 @@ PAPER_GRID_RUNS = 5 * (18 + 18 + 18 + 18 + 18 + 5 + 5) + 14
 # B-D13's selections on seed 0, two setups each: FedAvg + q-FFL 8 + FedMGDA+ 5 + TERM 5 + Ditto 7
 # + DQN-Fed 3 (Tables 1 and 3), and FedLF 5 more (Table 4); one setup each: FedAvg + q-FFL 8 +
 # Ditto 7 + FedLF 5 + TERM 5 + DQN-Fed 3 (Table 10), FedAvg + q-FFL 8 + FedLF 5 + TERM 5 +
-# FedMGDA+ 5 + DQN-Fed 3 (Table 11); at the smoke scale each sweep keeps its first and last value
-# (caps.sweep_points 2).
-SELECTION_RUNS = 2 * 29 + 2 * 29 + 2 * 34 + 29 + 27
+# FedMGDA+ 5 + DQN-Fed 3 (Table 11); Tables 5 and 6 as Table 4 (two setups each, FedLF's grid);
+# at the smoke scale each sweep keeps its first and last value (caps.sweep_points 2).
+SELECTION_RUNS = 2 * 29 + 2 * 29 + 2 * 34 + 29 + 27 + 2 * 2 * 34
 # Table 12 (Clothing1M): FedAvg, FedCorr, DQN-Fed, FedCorr + DQN-Fed x seeds 0-4
 TABLE12_RUNS = 4 * 5
-SELECTION_SMOKE_RUNS = 2 * (1 + 2 * 5) + 2 * (1 + 2 * 5) + 2 * (1 + 2 * 6) + (1 + 2 * 5) * 2
+SELECTION_SMOKE_RUNS = (
+    2 * (1 + 2 * 5) + 2 * (1 + 2 * 5) + 2 * (1 + 2 * 6) + (1 + 2 * 5) * 2 + 2 * 2 * (1 + 2 * 6)
+)
 
 
 def test_run_counts(grid, catalog):
     # Table 9: 6 rows (q-FFL under both selections) x seeds 0-4; the selection: 18 settings on
-    # seed 0; the checks: 5 settings of their own x seeds 0-2 (their FedAvg row is Table 9's)
+    # seed 0; the checks: 5 settings of their own x seeds 0-2 (their FedAvg row is Table 9's,
+    # and so is their DQN-Fed scale 1 while Table 9's chosen row stands at its first value)
     runs = all_runs(grid, catalog, "paper")
-    assert len(runs) == 30 + 18 + 15 + PAPER_GRID_RUNS + SELECTION_RUNS + TABLE12_RUNS
+    assert len(runs) == 30 + 18 + 12 + PAPER_GRID_RUNS + SELECTION_RUNS + TABLE12_RUNS
     table = {r for cell in cells(grid, "tables", "table9", catalog, "paper").values() for r in cell}
     assert len(table) == 30 and {r.seed for r in table} == {0, 1, 2, 3, 4}
     # one seed at the smoke scale
-    smoke = 6 + 18 + 5 + (PAPER_GRID_RUNS - 14) // 5 + 14 + SELECTION_SMOKE_RUNS + 4
+    smoke = 6 + 18 + 4 + (PAPER_GRID_RUNS - 14) // 5 + 14 + SELECTION_SMOKE_RUNS + 4
     assert len(all_runs(grid, catalog, "smoke")) == smoke
 
 
@@ -141,9 +159,17 @@ def test_table9_columns_read_each_class_client(grid):
 
 def test_table9_rows_run_settings_of_the_selection(grid, catalog):
     rows = grid.output("tables", "table9")["rows"]
-    chosen = {r["id"]: r["algorithm"] for r in rows}
+    # q-FFL, FedMGDA+ and DQN-Fed run table9_select's choice (B-D13: its validation ā column)
+    assert {r["id"]: r.get("chosen") for r in rows if "chosen" in r} == {
+        "qffl": "qffl",
+        "fedmgda": "fedmgda",
+        "dqnfed": "dqnfed",
+    }
+    refs = [c["chosen_by"] for c in grid.output("tables", "table9")["columns"]]
+    assert refs == [{"table": "table9_select", "by": "mean"}] * 5
+    fixed = {r["algorithm"] for r in rows if "algorithm" in r}
     swept = {r["algorithm"] for r in grid.output("tables", "table9_select")["rows"]}
-    assert set(chosen.values()) <= swept
+    assert fixed <= swept
     # the second reading of q-FFL's selection is set beside the paper's q-FFL row
     assert {r["id"]: r.get("paper_ref") for r in rows}["qffl-fair"] == "table9/qffl"
     select = cells(grid, "tables", "table9_select", catalog, "paper")
@@ -169,7 +195,7 @@ def test_the_swept_values_are_appendix_hs(catalog):
 
 
 @pytest.mark.workflow
-def test_snakemake_dry_run_lists_every_job():
+def test_snakemake_dry_run_lists_every_job(grid, catalog):
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", "-n", "--forceall", "--cores", "1", "dqnfed"]
         + ["--config", "scale=paper", "--quiet", "rules"],
@@ -181,15 +207,27 @@ def test_snakemake_dry_run_lists_every_job():
     log = result.stdout + result.stderr
     assert result.returncode == 0, log[-3000:]
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", log, re.M))
-    train = 63 + PAPER_GRID_RUNS + SELECTION_RUNS + TABLE12_RUNS
-    assert counts["train"] == str(train) and counts["table"] == "17", log[-2000:]
-    assert counts["figure"] == "7", log[-2000:]
-    # 4 Fashion-MNIST builds + CIFAR-10/100, CINIC-10, TinyImageNet, FEMNIST, EMNIST a-j,
-    # 2 Shakespeare, CIFAR-10/100's, CINIC-10's and TinyImageNet's training splits (the
-    # selections); partitions: Table 9's 12, then 12 of the paper-scale grid x 5 seeds, Figure 3's
-    # 2 x seed 0, the selections' 8; Table 12's Clothing1M: one build, its partition x 5 seeds
-    assert counts["prepare"] == "17", log[-2000:]
-    assert counts["partition"] == str(12 + 60 + 2 + 8 + 5), log[-2000:]
+    assert counts["table"] == "19" and counts["figure"] == "7", log[-2000:]
+    # One choice (a checkpoint) per selection whose choice rows run: Tables 1, 3-6, 9-11.
+    assert counts["choice"] == "8", log[-2000:]
+    assert "checkpoint jobs" in log
+    # Before the choices, the DAG holds the runs of the outputs without chosen rows (the
+    # selections, Table 9's checks, Table 12); an output with chosen rows names all its runs once
+    # its choices are made (fedbench.outputs.chosen).
+    early = {
+        run
+        for section in ("tables", "figures")
+        for name in grid.outputs(section)
+        if not chosen_tables(grid, section, name)
+        for runs in cells(grid, section, name, catalog, "paper").values()
+        for run in runs
+    }
+    assert counts["train"] == str(len(early)), log[-2000:]
+    assert counts["prepare"] == str(len({r.dataset for r in early})), log[-2000:]
+    partitions = {(r.dataset, r.partition, r.seed) for r in early}
+    assert counts["partition"] == str(len(partitions)), log[-2000:]
+    # the selections (Table 9's 18 on seed 0), Table 9's checks (6 rows x seeds 0-2), Table 12
+    assert len(early) == SELECTION_RUNS + 18 + 6 * 3 + TABLE12_RUNS
 
 
 def test_checks_change_one_setting_each(grid, catalog):
@@ -348,8 +386,9 @@ def test_paper_grid_cells_run_the_papers_settings(grid, catalog, table):
         assert spec["algorithm"]["algorithm"] == FAMILIES[row], (row, col)
         if row == "fedavg" or table in ("table10", "table11"):  # others may fix lr / steps
             t = spec["training"]
-            if row == "fedlf":
-                training = {**training, "lr": 0.1}
+            if row == "fedlf":  # FedLF's η is its lr: a chosen value of Appendix H's grid
+                assert t["lr"] in (0.01, 0.05, 0.1, 0.5, 1.0)
+                training = {**training, "lr": t["lr"]}
             assert {k: t.get(k) for k in training} == training, (row, col)
             assert t["momentum"] == 0.0 and t["weight_decay"] == 0.0
 
@@ -457,13 +496,29 @@ def test_figures_read_the_tables_runs_and_rho(grid, catalog):
             assert runs[0] not in table_runs  # the ρ_t passes stay out of the tables' runs
 
 
-def test_table_notes_are_printed_and_checked(grid, catalog):
+def test_table_notes_are_printed_and_checked(grid, catalog, tmp_path, monkeypatch):
+    import json
+
     from fedbench.config import ConfigError
+    from fedbench.outputs.chosen import choice_path, group_candidates
     from fedbench.outputs.registry import KINDS
 
+    # a choice file for table5_select as the workflow writes it (each group's first value), in a
+    # working folder of the test's own
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / choice_path("paper", "dqnfed", "table5_select")
+    path.parent.mkdir(parents=True)
+    first = {
+        g: {"algorithm": names[0], "label": f"{g} first", "by": 50.0}
+        for g, names in group_candidates(grid, "table5_select", catalog, "paper").items()
+    }
+    by = {"orig-mean": first, "skew-mean": first}
+    path.write_text(json.dumps({"paper": "dqnfed", "choices": by, "rules": {}}))
     kind = KINDS["table"]
     spec = kind.spec(grid, "table5", catalog, "paper")
     assert any(n.startswith("B-D18") for n in spec.notes)
+    chosen = [n for n in spec.notes if n.startswith("Chosen rows (orig ā")]
+    assert len(chosen) == 1 and "qffl first (50.00)" in chosen[0]
     out = dict(grid.output("tables", "table5"))
     with pytest.raises(ConfigError, match="notes"):
         kind.check_own("dqnfed.yaml.tables.table5", {**out, "notes": "one string"}, catalog)
@@ -497,6 +552,47 @@ def test_table2_and_figure2_read_the_tables_runs(grid, catalog):
 # FedNL and FedNew (no grid, B-D9) are not swept
 SWEEP_SIZES = {"qffl": 8, "fedmgda": 5, "term": 5, "ditto": 7, "fedlf": 5, "dqnfed": 3}
 UNSWEPT = {"fedheal", "fednl", "fednew"}
+
+
+@pytest.mark.parametrize(
+    ("table", "setups"),
+    [
+        ("table5_select", {"orig": ("table5", "orig-mean"), "skew": ("table5", "skew-mean")}),
+        ("table6_select", {"s1": ("table6", "s1-mean"), "s2": ("table6", "s2-mean")}),
+    ],
+)
+def test_leaf_selections_hold_out_a_tenth_of_each_clients_training_split(
+    grid, catalog, table, setups
+):
+    """Tables 5 and 6 (LEAF's per-device splits): each setup's own partition at seed 0, 10 % of
+    each client's training split read as its test split (test_is_val), so the very clients and
+    training samples of the table's seed-0 runs, less that tenth; the test samples unseen."""
+    got = cells(grid, "tables", table, catalog, "paper")
+    swept: dict[str, set] = {}
+    for (row, col), runs in got.items():
+        assert [r.seed for r in runs] == [0]
+        spec = _spec(catalog, "paper", runs[0])
+        ref_table, ref_col = setups[col.rpartition("-")[0]]
+        ref_run = cells(grid, "tables", ref_table, catalog, "paper")[("fedavg", ref_col)][0]
+        ref = _spec(catalog, "paper", ref_run)
+        assert runs[0].dataset == ref_run.dataset and spec["model"] == ref["model"]
+        own = {
+            k: v
+            for k, v in spec["partition"].items()
+            if k not in ("val_fraction", "test_is_val", "name")
+        }
+        assert own == {k: v for k, v in ref["partition"].items() if k != "name"}
+        assert (spec["partition"]["val_fraction"], spec["partition"]["test_is_val"]) == (0.1, True)
+        if row == "fedavg":
+            assert spec["training"] == ref["training"]
+        swept.setdefault(row.rsplit("-", 1)[0], set()).add(spec["algorithm"]["name"])
+    printed = {r["id"] for r in grid.output("tables", setups[next(iter(setups))][0])["rows"]}
+    assert set(swept) == (printed - UNSWEPT) | {"fedavg"}
+    assert {g: len(v) for g, v in swept.items()} == {g: SWEEP_SIZES.get(g, 1) for g in swept}
+    # the table's columns run this selection's choice, setup by setup
+    for col in grid.output("tables", setups[next(iter(setups))][0])["columns"]:
+        setup = col["id"].split("-")[0]
+        assert col["chosen_by"] == {"table": table, "by": f"{setup}-mean"}
 
 
 @pytest.mark.parametrize(

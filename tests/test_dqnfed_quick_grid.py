@@ -16,6 +16,7 @@ from fedbench.config import resolve_run
 from fedbench.data import SOURCES
 from fedbench.data.base import Source
 from fedbench.grid import all_runs, cells, load_grid, output_files
+from fedbench.outputs.chosen import group_candidates
 from fedbench.papers import PAPERS_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,7 +78,13 @@ def test_only_offline_sources_at_quick_scale(grid, catalog):
 
 def test_table9_is_table9s_protocol_at_fewer_rounds(grid, catalog):
     paper = load_grid(PAPER_GRID, catalog)
-    paper_cells = cells(paper, "tables", "table9", catalog, "paper")
+    # the paper grid's chosen rows (B-D13) at their group's first value: any value of the group
+    # has the same dataset, model and training as the one the quick grid runs
+    paper_cells = cells(paper, "tables", "table9", catalog, "paper", choices="first")
+    chosen = {
+        r["id"]: r["chosen"] for r in paper.output("tables", "table9")["rows"] if "chosen" in r
+    }
+    swept = group_candidates(paper, "table9_select", catalog, None)
     got = cells(grid, "tables", "table9", catalog, "quick")
     assert {row for row, _ in got} == set(TABLE9_ROWS)
     assert {col for _, col in got} == {"mean", "std", "shirt", "pullover", "tshirt"}
@@ -86,8 +93,10 @@ def test_table9_is_table9s_protocol_at_fewer_rounds(grid, catalog):
         spec = _spec(catalog, "quick", runs[0])
         # each row runs Table 9's selected variant on Table 9's data, model and split
         paper_spec = _spec(catalog, "paper", paper_cells[(row, col)][0])
-        for key in ("dataset", "model", "algorithm"):
+        for key in ("dataset", "model") + (() if row in chosen else ("algorithm",)):
             assert spec[key] == paper_spec[key]
+        if row in chosen:  # a value Table 9's selection sweeps for the row
+            assert runs[0].algorithm in swept[chosen[row]]
         assert spec["partition"]["kind"] == "by_label"
         assert spec["partition"]["test_split"] == "official"
         assert spec["training"] == {**paper_spec["training"], "rounds": 100}

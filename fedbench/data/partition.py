@@ -467,6 +467,69 @@ def random_classes(
     return clients, classes[drawn].tolist()
 
 
+def fedcorr_noniid(
+    labels: np.ndarray,
+    num_clients: int,
+    rng: np.random.Generator,
+    class_prob: float = 0.7,
+    alpha: float = 10.0,
+) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """FedCorr's non-IID split (Xu et al., CVPR 2022; the release's util/sampling.py,
+    `non_iid_dirichlet_sampling`, lines 16-37, called by util/dataset.py:81 with
+    non_iid_prob_class = 0.7 and alpha_dirichlet = 10 from util/options.py).
+
+    Presence Φ ~ Bernoulli(class_prob)^{K x C}; the rows of clients with no class are drawn
+    again, all such rows at once, until every client has one. Class by class, in increasing
+    label order: shares q ~ Dir(alpha * 1) over the clients that hold the class, then each of
+    its samples goes to one of them, independently, with probabilities q (a categorical draw
+    per sample: nothing is rounded and a client may get none of a class, or nothing at all).
+    The draws are the release's, in its order (binomial, dirichlet, choice); the stream is
+    `rng`'s, so a numpy Generator gives another split than the release's global
+    np.random.seed(seed) (a `np.random.RandomState(seed)` passed here gives the release's split
+    of the same label vector). Ours differs also in: classes are the labels present (the
+    release: range(num_classes), the same when every class has a sample); a class no client
+    holds is an error naming it (the release crashes in np.random.choice); clients are sorted
+    index arrays (the release's are sets). Returns the clients and each client's classes.
+    """
+    labels = np.asarray(labels)
+    _check_clients(num_clients, len(labels))
+    ok = isinstance(class_prob, (int, float, np.floating)) and not isinstance(class_prob, bool)
+    if not (ok and 0.0 < class_prob <= 1.0):
+        raise ValueError(f"class_prob must be a number in (0, 1], got {class_prob!r}")
+    if not (isinstance(alpha, (int, float, np.number)) and np.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
+    classes = np.unique(labels)
+    presence = rng.binomial(1, class_prob, size=(num_clients, len(classes)))
+    per_client = presence.sum(axis=1)
+    redrawn = 0
+    while per_client.min() == 0:
+        empty = np.flatnonzero(per_client == 0)
+        presence[empty] = rng.binomial(1, class_prob, size=(len(empty), len(classes)))
+        redrawn += len(empty)
+        per_client = presence.sum(axis=1)
+    holders = [np.flatnonzero(presence[:, j]) for j in range(len(classes))]
+    unheld = [int(c) for c, h in zip(classes, holders, strict=True) if len(h) == 0]
+    if unheld:
+        raise ValueError(
+            f"fedcorr_noniid partition: no client drew class(es) {unheld} (the release crashes "
+            "here too); raise num_clients or class_prob"
+        )
+    parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
+    for c, held in zip(classes, holders, strict=True):
+        members = np.flatnonzero(labels == c)
+        share = rng.dirichlet([alpha] * len(held))
+        owner = rng.choice(held, size=len(members), p=share.tolist())
+        for k in held:
+            parts[k].append(members[owner == k])
+    clients = _as_clients([np.concatenate(p) for p in parts])
+    info: dict[str, Any] = {
+        "client_classes": [classes[row == 1].tolist() for row in presence],
+        "redrawn_rows": int(redrawn),
+        "empty_clients": int(sum(len(c) == 0 for c in clients)),
+    }
+    return clients, info
+
+
 def split_official(
     clients: list[np.ndarray], official_test: np.ndarray
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -786,6 +849,10 @@ def _build_random_classes(labels, groups, rng, num_clients, classes_per_client):
     return clients, {"client_classes": drawn, "left_out": left_out}
 
 
+def _build_fedcorr_noniid(labels, groups, rng, num_clients, class_prob, alpha):
+    return fedcorr_noniid(labels, num_clients, rng, class_prob, alpha)
+
+
 PARTITIONERS: dict[str, Partitioner] = {
     "iid": Partitioner(_build_iid, ("num_clients",), {}),
     "shards": Partitioner(
@@ -813,6 +880,10 @@ PARTITIONERS: dict[str, Partitioner] = {
     "by_label": Partitioner(_build_by_label, (), {}),
     # DQN-Fed's FEMNIST-skewed (specs/qffl-dqnfed.md B.5.1 FEM-skew): k random classes a client
     "random_classes": Partitioner(_build_random_classes, ("num_clients", "classes_per_client"), {}),
+    # DQN-Fed's Table 12: FedCorr's Clothing1M split (util/sampling.py; options.py's defaults)
+    "fedcorr_noniid": Partitioner(
+        _build_fedcorr_noniid, ("num_clients",), {"class_prob": 0.7, "alpha": 10.0}
+    ),
     "label_powerlaw": Partitioner(
         _build_label_powerlaw,
         ("num_clients", "labels_per_client"),
@@ -825,9 +896,14 @@ PARTITIONERS: dict[str, Partitioner] = {
 # grids on a full dataset); drawn first, and only then, so 1.0 leaves every partition unchanged.
 # pool_max: the same with a number of samples (the whole pool when it is smaller, e.g. a smoke
 # stand-in); at most one of the two.
+# test_is_val: the validation split takes the test split's place and the test samples are left
+# out (a hyperparameter selection, DQN-Fed's B-D13, reads a share of each client's training
+# split held out, on the very clients and training samples of the partition at the same seed,
+# and never sees its test samples); needs val_fraction > 0.
 COMMON_KEYS = {
     "test_fraction": 0.0,
     "val_fraction": 0.0,
+    "test_is_val": False,
     "label_noise": None,
     "pool_fraction": 1.0,
     "pool_max": None,
@@ -855,6 +931,11 @@ def check_partition_spec(spec: dict[str, Any]) -> None:
     missing = [k for k in p.required if k not in spec]
     if missing:
         raise ValueError(f"{kind} partition: missing key(s) {missing}; valid: {sorted(valid)}")
+    if spec.get("test_is_val") is True and not spec.get("val_fraction"):
+        raise ValueError(
+            f"{kind} partition: test_is_val evaluates on the validation split; set val_fraction "
+            "(e.g. 0.1: a tenth of each client's training split)"
+        )
     for key in ("test_fraction", "val_fraction"):
         value = spec.get(key, COMMON_KEYS[key])
         ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -903,6 +984,11 @@ def _bad_value(key: str, v: Any) -> str | None:
     if key == "alpha":
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) and v > 0
         return None if ok else "a finite number > 0"
+    if key == "class_prob":
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 1
+        return None if ok else "a number in (0, 1]"
+    if key == "test_is_val":
+        return None if isinstance(v, bool) else "true or false"
     if key == "assignment":
         return None if v in ASSIGNMENTS else f"one of {list(ASSIGNMENTS)}"
     if key == "sizes":
@@ -1033,4 +1119,8 @@ def make_partition(
             train_sizes=[len(t) for t in train],
             val_sizes=[len(v) for v in val],
         )
+    if spec.get("test_is_val"):  # the test samples are left out: nothing reads them
+        meta.update(test_is_val=True, left_out_test_sizes=meta["test_sizes"])
+        test, val = val, []
+        meta["test_sizes"] = meta.pop("val_sizes")
     return Partition(train, test, meta, noisy if noisy is not None else relabelled, val)

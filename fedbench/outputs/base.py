@@ -37,9 +37,10 @@ class OutputKind:
         raise NotImplementedError
 
     def runs(
-        self, grid: Grid, name: str, catalog: dict, scale: str
+        self, grid: Grid, name: str, catalog: dict, scale: str, choices: str = "read"
     ) -> dict[tuple[str, str], list[RunKey]]:
-        """(row id, column id) -> the runs (one per seed) the output reads."""
+        """(row id, column id) -> the runs (one per seed) the output reads. `choices`: how a
+        table's rows that run a selection's choice name theirs (`fedbench.outputs.chosen`)."""
         return rect_cells(grid, self.section, name, catalog, scale)
 
     def inputs(self, grid: Grid, name: str, catalog: dict, scale: str) -> list[str]:
@@ -53,6 +54,23 @@ class OutputKind:
     def render(self, spec: Any, out_prefix: Path) -> list[Path]:
         """Write `out_prefix`.{ext} for each of the section's extensions; return the paths."""
         raise NotImplementedError
+
+
+class GridView:
+    """A grid whose entry (`section`, `name`) has other rows (template rows expanded, chosen
+    rows resolved): what `rect_cells` and the kinds' `spec` read in its place."""
+
+    def __init__(self, grid: Grid, section: str, name: str, rows: list[dict]):
+        self._grid, self._section, self._name, self._rows = grid, section, name, rows
+
+    def output(self, section: str, name: str) -> dict[str, Any]:
+        out = self._grid.output(section, name)
+        return (
+            {**out, "rows": self._rows} if (section, name) == (self._section, self._name) else out
+        )
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._grid, attr)
 
 
 def check_axes(where: str, out: dict[str, Any]) -> None:

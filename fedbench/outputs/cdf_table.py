@@ -59,7 +59,7 @@ class CdfResponsesKind(OutputKind):
             )
 
     def runs(
-        self, grid: Grid, name: str, catalog: dict, scale: str
+        self, grid: Grid, name: str, catalog: dict, scale: str, choices: str = "read"
     ) -> dict[tuple[str, str], list[RunKey]]:
         return {}
 

@@ -347,7 +347,7 @@ class IncentiveKind(OutputKind):
         game_settings(where, show, out)
 
     def runs(
-        self, grid: Grid, name: str, catalog: dict, scale: str
+        self, grid: Grid, name: str, catalog: dict, scale: str, choices: str = "read"
     ) -> dict[tuple[str, str], list[RunKey]]:
         return {}  # the game is computed, not trained
 

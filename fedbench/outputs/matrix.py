@@ -10,12 +10,14 @@ from typing import Any
 from fedbench.cells import (
     QUANTITY_KEYS,
     Grid,
+    RunKey,
     as_list,
     axis_entry,
     check_names,
     check_seeds,
     column_labels,
     merge_cell,
+    rect_cells,
     run_folders,
     spec_header,
 )
@@ -23,7 +25,8 @@ from fedbench.config import ConfigError
 from fedbench.metrics import PACK_STATS
 from fedbench.metrics.distribution import VECTOR_STATS, client_stat
 from fedbench.metrics.names import CLIENT_METRICS
-from fedbench.outputs.base import OutputKind
+from fedbench.outputs import chosen
+from fedbench.outputs.base import GridView, OutputKind
 from fedbench.report.collect import RUN, RUN_METRICS
 
 MATRIX_KEYS = ("caption", "kind", "metric", "protocol", "stat", "percent", "rows", "columns")
@@ -38,6 +41,26 @@ class MatrixKind(OutputKind):
 
     def check_own(self, where: str, out: dict[str, Any], catalog: dict) -> None:
         """Checks of the keys only this kind takes (none by default)."""
+
+    def cell_rows(self, out: dict[str, Any]) -> list[dict]:
+        """The rows whose cells the entry's own check resolves: those naming their algorithm
+        (a chosen row's cells are checked with every value it may run: chosen.check_grid)."""
+        return chosen.fixed_rows(out)
+
+    def runs(
+        self, grid: Grid, name: str, catalog: dict, scale: str, choices: str = "read"
+    ) -> dict[tuple[str, str], list[RunKey]]:
+        if chosen.has_chosen(grid.output(self.section, name)):
+            rows = chosen.resolve_rows(grid, self.section, name, catalog, scale, choices)
+            grid = GridView(grid, self.section, name, rows)
+        return rect_cells(grid, self.section, name, catalog, scale)
+
+    def inputs(self, grid: Grid, name: str, catalog: dict, scale: str) -> list[str]:
+        """The choice files of the selections whose choices chosen rows run."""
+        return [
+            chosen.choice_path(scale, grid.name, t)
+            for t in chosen.chosen_tables(grid, self.section, name)
+        ]
 
     def check(self, where: str, out: dict[str, Any], catalog: dict) -> None:
         for axis in ("rows", "columns"):
@@ -55,6 +78,7 @@ class MatrixKind(OutputKind):
             check_seeds(f"{where}.seeds", out["seeds"])
         if "percent" in out and not isinstance(out["percent"], bool):
             raise ConfigError(f"{where}.percent: expected true or false, got {out['percent']!r}")
+        chosen.check_keys(where, out)
         self.check_own(where, out, catalog)
         for key in self.required(out):
             if key not in out:
@@ -64,7 +88,7 @@ class MatrixKind(OutputKind):
             ids = [e.get("id") for e in out[axis]]
             if None in ids or len(set(ids)) != len(ids):
                 raise ConfigError(f"{where}.{axis}: every entry needs a unique 'id'")
-        for row in out["rows"]:
+        for row in self.cell_rows(out):
             for col in out["columns"]:
                 place = f"{where} cell ({row['id']}, {col['id']})"
                 cell = merge_cell(row, col, place)
@@ -183,7 +207,7 @@ def check_server(where: str, out: dict, catalog: dict) -> None:
                 f"{place}.{given[0]}: an output of a server scalar ({where}.server) reads no "
                 f"client metric; drop {given}"
             )
-    for row in out.get("rows", []):
+    for row in chosen.fixed_rows(out):  # chosen rows: with each value (chosen.check_grid)
         for col in out.get("columns", []):
             cell = merge_cell(row, col, f"{where} cell ({row.get('id')}, {col.get('id')})")
             for algo in as_list(cell["algorithm"]):

@@ -87,7 +87,7 @@ class ParallelKind(OutputKind):
             _check_column_sweep(place, column_sweep(out, col), catalog)
 
     def runs(
-        self, grid: Grid, name: str, catalog: dict, scale: str
+        self, grid: Grid, name: str, catalog: dict, scale: str, choices: str = "read"
     ) -> dict[tuple[str, str], list[RunKey]]:
         return {
             cell: [k for _, keys in points for k in keys]

@@ -43,7 +43,7 @@ class PartitionKind(OutputKind):
             check_names(place, {f: col.get(f) for f in ("dataset", "partition")}, catalog)
 
     def runs(
-        self, grid: Grid, name: str, catalog: dict, scale: str
+        self, grid: Grid, name: str, catalog: dict, scale: str, choices: str = "read"
     ) -> dict[tuple[str, str], list[RunKey]]:
         return {}  # it draws partition files, not runs
 

@@ -115,7 +115,7 @@ class SweepLinesKind(OutputKind):
                     )
 
     def runs(
-        self, grid: Grid, name: str, catalog: dict, scale: str
+        self, grid: Grid, name: str, catalog: dict, scale: str, choices: str = "read"
     ) -> dict[tuple[str, str], list[RunKey]]:
         """(row id, column id) -> every run of the row's line in that column (all values)."""
         points = sweep_cells(grid, name, catalog, scale)

@@ -9,6 +9,7 @@ from typing import Any
 from fedbench.cells import Grid, RunKey
 from fedbench.config import ConfigError
 from fedbench.metrics import PACK_STATS
+from fedbench.outputs import chosen
 from fedbench.outputs.matrix import MATRIX_KEYS, MatrixKind, check_server, matrix_fields
 from fedbench.report.tables import TableSpec, build_table, write_table
 
@@ -63,7 +64,7 @@ class TableKind(MatrixKind):
         ]
         return TableSpec(
             **fields,
-            notes=[*notes, *out.get("notes", [])],
+            notes=[*notes, *chosen.choice_notes(grid, name, catalog, scale), *out.get("notes", [])],
             select=[dict(x) for x in out.get("select", [])],
             round=out.get("round", "final"),
             decimals=out.get("decimals", 2),

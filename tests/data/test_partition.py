@@ -168,6 +168,7 @@ def test_registry_kinds():
         "dirichlet",
         "dirichlet_capped",
         "dirichlet_equal",
+        "fedcorr_noniid",
         "fedevg_code",
         "fedevg_dirichlet",
         "iid",
@@ -276,6 +277,27 @@ def test_validation_split_is_held_out_of_training_and_seeded(tmp_path):
     assert load_partition(tmp_path / "o.npz").val == []
     with np.load(tmp_path / "o.npz") as z:
         assert "val" not in z.files
+
+
+def test_test_is_val_evaluates_on_the_held_out_share_and_leaves_the_test_split_out():
+    """B-D13's selection: the same clients and training samples as the partition's own at the
+    same seed, a tenth of each training split read as the test split, no test sample anywhere."""
+    labels = np.repeat(np.arange(10), 60)
+    base = {"kind": "dirichlet", "num_clients": 8, "alpha": 0.5, "test_fraction": 0.2}
+    own = make_partition(labels, None, base, rng(3), num_classes=10)
+    held = make_partition(labels, None, {**base, "val_fraction": 0.1}, rng(3), 10)
+    sel = make_partition(labels, None, {**base, "val_fraction": 0.1, "test_is_val": True}, rng(3))
+    assert same(sel.test, held.val) and same(sel.train, held.train) and sel.val == []
+    for tr_own, tr, va, te in zip(own.train, sel.train, sel.test, own.test, strict=True):
+        assert same([np.union1d(tr, va)], [tr_own])  # carved from the run's own training split
+        assert not set(te) & (set(tr) | set(va))  # the test samples are nowhere
+    assert sel.meta["test_is_val"] is True
+    assert sel.meta["test_sizes"] == [len(v) for v in sel.test]
+    assert sel.meta["left_out_test_sizes"] == [len(t) for t in own.test]
+    with pytest.raises(ValueError, match="test_is_val evaluates on the validation split; set"):
+        make_partition(labels, None, {**base, "test_is_val": True}, rng(3))
+    with pytest.raises(ValueError, match="test_is_val must be true or false"):
+        make_partition(labels, None, {**base, "val_fraction": 0.1, "test_is_val": "yes"}, rng(3))
 
 
 @pytest.mark.parametrize("value", [1.0, -0.1, "0.1", True])

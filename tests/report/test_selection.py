@@ -8,7 +8,7 @@ import pytest
 
 from fedbench.config import ConfigError
 from fedbench.outputs.registry import KINDS
-from fedbench.outputs.selection import expanded_rows
+from fedbench.outputs.sweep_rows import expanded_rows
 from fedbench.report.layout import LayoutError
 from fedbench.report.tables import TableSpec, build_table, choices, to_csv, to_markdown
 

@@ -11,6 +11,7 @@ from fedbench.config import (
 from fedbench.data import SOURCES
 from fedbench.grid import (
     OUTPUT_NAME_PATTERNS,
+    chosen_tables,
     load_workflow,
     output_files,
     output_inputs as grid_output_inputs,
@@ -75,6 +76,12 @@ def output_inputs(section):
             raise ValueError(
                 f"{wildcards.paper} has no {section[:-1]} {name!r}; "
                 f"valid: {', '.join(grid.outputs(section)) or 'none'}"
+            )
+        # Rows that run a selection's choice (B-D13) name their runs once the choice is made:
+        # wait for each choice (the checkpoint), then read it.
+        for table in chosen_tables(grid, section, name):
+            checkpoints.choice.get(
+                scale=wildcards.scale, paper=wildcards.paper, table=table
             )
         return grid_output_inputs(grid, section, name, config, wildcards.scale)
 

@@ -45,6 +45,33 @@ rule table:
         "../scripts/output.py"
 
 
+# What a selection table (kind selection, DQN-Fed's B-D13) chose, once its runs are in: the rows
+# of other tables that run its choice (`chosen`) name their runs from this file, so it is a
+# checkpoint: the DAG learns those runs after it.
+checkpoint choice:
+    input:
+        output_inputs("tables"),
+    output:
+        "results/{scale}/choices/{paper}/{table}.json",
+    log:
+        "logs/{scale}/choice/{paper}/{table}.log",
+    wildcard_constraints:
+        table=OUTPUT_NAME_PATTERNS["tables"],
+    localrule: True
+    conda:
+        "../envs/fedbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+        gpu=0,
+    params:
+        grid=lambda w: GRIDS[w.paper],
+        name=lambda w: w.table,
+    script:
+        "../scripts/choice.py"
+
+
 rule figure:
     input:
         output_inputs("figures"),
