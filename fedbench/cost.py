@@ -1082,7 +1082,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"evaluation timed on <= {args.eval_clients} representative clients, scaled by evaluated "
-        "samples; client sizes nominal (see fedbench.cost.NOMINAL)"
+        "samples; client sizes nominal (see fedbench.cost.NOMINAL); a row that runs a "
+        "selection's choice is costed at its group's first value"
     )
     print(format_table(rows))
     partial = " (PARTIAL)" if len(timed) < len(cells) else ""

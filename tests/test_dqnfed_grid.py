@@ -557,89 +557,44 @@ UNSWEPT = {"fedheal", "fednl", "fednew"}
 @pytest.mark.parametrize(
     ("table", "setups"),
     [
+        ("table1_select", {"s1": ("table1", "s1-mean"), "s2": ("table1", "s2-mean")}),
+        ("table3_select", {"p10": ("table3", "p10-mean"), "p50": ("table3", "p50-mean")}),
+        ("table4_select", {"s1": ("table4", "s1-mean"), "s2": ("table4", "s2-mean")}),
         ("table5_select", {"orig": ("table5", "orig-mean"), "skew": ("table5", "skew-mean")}),
         ("table6_select", {"s1": ("table6", "s1-mean"), "s2": ("table6", "s2-mean")}),
+        ("table10_select", {"": ("table10", "mean")}),
+        ("table11_select", {"": ("table11", "mean")}),
     ],
 )
-def test_leaf_selections_hold_out_a_tenth_of_each_clients_training_split(
-    grid, catalog, table, setups
-):
-    """Tables 5 and 6 (LEAF's per-device splits): each setup's own partition at seed 0, 10 % of
-    each client's training split read as its test split (test_is_val), so the very clients and
-    training samples of the table's seed-0 runs, less that tenth; the test samples unseen."""
+def test_selections_hold_out_a_tenth_of_each_clients_training_split(grid, catalog, table, setups):
+    """B-D13: every Appendix H grid on seed 0, on each setup's own partition with 10 % of each
+    client's training split read as its test split (test_is_val): the very clients, model and
+    training of the table's seed-0 runs less that tenth, the test samples unseen; the table's
+    chosen rows run the choice setup by setup."""
     got = cells(grid, "tables", table, catalog, "paper")
     swept: dict[str, set] = {}
     for (row, col), runs in got.items():
         assert [r.seed for r in runs] == [0]
         spec = _spec(catalog, "paper", runs[0])
         ref_table, ref_col = setups[col.rpartition("-")[0]]
-        ref_run = cells(grid, "tables", ref_table, catalog, "paper")[("fedavg", ref_col)][0]
-        ref = _spec(catalog, "paper", ref_run)
-        assert runs[0].dataset == ref_run.dataset and spec["model"] == ref["model"]
-        own = {
-            k: v
-            for k, v in spec["partition"].items()
-            if k not in ("val_fraction", "test_is_val", "name")
-        }
-        assert own == {k: v for k, v in ref["partition"].items() if k != "name"}
-        assert (spec["partition"]["val_fraction"], spec["partition"]["test_is_val"]) == (0.1, True)
-        if row == "fedavg":
-            assert spec["training"] == ref["training"]
-        swept.setdefault(row.rsplit("-", 1)[0], set()).add(spec["algorithm"]["name"])
-    printed = {r["id"] for r in grid.output("tables", setups[next(iter(setups))][0])["rows"]}
-    assert set(swept) == (printed - UNSWEPT) | {"fedavg"}
-    assert {g: len(v) for g, v in swept.items()} == {g: SWEEP_SIZES.get(g, 1) for g in swept}
-    # the table's columns run this selection's choice, setup by setup
-    for col in grid.output("tables", setups[next(iter(setups))][0])["columns"]:
-        setup = col["id"].split("-")[0]
-        assert col["chosen_by"] == {"table": table, "by": f"{setup}-mean"}
-
-
-@pytest.mark.parametrize(
-    ("table", "setups"),
-    [
-        ("table1_select", {"s1": ("table1", "s1-mean"), "s2": ("table1", "s2-mean")}),
-        ("table3_select", {"p10": ("table3", "p10-mean"), "p50": ("table3", "p50-mean")}),
-        ("table4_select", {"s1": ("table4", "s1-mean"), "s2": ("table4", "s2-mean")}),
-        ("table10_select", {"": ("table10", "mean")}),
-        ("table11_select", {"": ("table11", "mean")}),
-    ],
-)
-def test_selections_sweep_appendix_h_on_validation_federations(grid, catalog, table, setups):
-    got = cells(grid, "tables", table, catalog, "paper")
-    swept = {}
-    refs = {}  # setup -> {algorithm name: the table's run spec at that setup}
-    for key, (ref_table, ref_col) in setups.items():
         ref_cells = cells(grid, "tables", ref_table, catalog, "paper")
-        specs = [_spec(catalog, "paper", runs[0]) for (_r, c), runs in ref_cells.items()]
-        refs[key] = {
-            s["algorithm"]["name"]: s
-            for (_r, c), s in zip(ref_cells, specs, strict=True)
-            if c == ref_col
-        }
-    for (row, col), runs in got.items():
-        assert [r.seed for r in runs] == [0]
-        spec = _spec(catalog, "paper", runs[0])
-        by_algorithm = refs[col.rpartition("-")[0]]
-        ref = next(iter(by_algorithm.values()))
-        # the official training images only, the setup's partition kind, model and training;
-        # 10 % of each client's images as validation
-        assert (
-            "transform" not in spec["dataset"] and ref["dataset"]["transform"]["pool"] == "merged"
-        )
-        assert spec["dataset"]["source"] == ref["dataset"]["source"]
-        assert spec["dataset"].get("params") == ref["dataset"].get("params")
-        assert spec["partition"]["test_fraction"] == 0.1
-        keys = ("kind", "num_clients", "alpha", "shards_per_client", "min_size")
-        assert {k: spec["partition"].get(k) for k in keys} == {
-            k: ref["partition"].get(k) for k in keys
-        }
+        ref_run = next(ks[0] for (_r, c), ks in ref_cells.items() if c == ref_col)
+        ref = _spec(catalog, "paper", ref_run)
+        assert runs[0].dataset == ref_run.dataset and spec["dataset"] == ref["dataset"]
         assert spec["model"] == ref["model"]
-        name = spec["algorithm"]["name"]
-        if name in by_algorithm:  # a value the table's rows run: the same training, all of it
-            assert spec["training"] == by_algorithm[name]["training"], (row, col)
-        group = row.rsplit("-", 1)[0]
-        swept.setdefault(group, set()).add(name)
+        left = ("val_fraction", "test_is_val", "name", "description")
+        own = {k: v for k, v in spec["partition"].items() if k not in left}
+        assert own == {k: v for k, v in ref["partition"].items() if k not in left}
+        assert (spec["partition"]["val_fraction"], spec["partition"]["test_is_val"]) == (0.1, True)
+        # a value the table's rows run: the same training, all of it
+        same = [
+            _spec(catalog, "paper", ks[0])
+            for (_r, c), ks in ref_cells.items()
+            if c == ref_col and ks[0].algorithm == runs[0].algorithm
+        ]
+        for other in same:
+            assert spec["training"] == other["training"], (row, col)
+        swept.setdefault(row.rsplit("-", 1)[0], set()).add(spec["algorithm"]["name"])
     # every method the table prints is swept over its whole grid, FedAvg beside them
     ref_table = next(iter(setups.values()))[0]
     printed = {r["id"] for r in grid.output("tables", ref_table)["rows"]} - UNSWEPT
@@ -651,6 +606,11 @@ def test_selections_sweep_appendix_h_on_validation_federations(grid, catalog, ta
     assert out["select"] == [
         {"by": f"{k}-mean" if k else "mean", "tie": f"{k}-std" if k else "std"} for k in setups
     ]
+    # the table's columns run this selection's choice, setup by setup
+    for col in grid.output("tables", ref_table)["columns"]:
+        setup = col["id"].split("-")[0] if "-" in col["id"] else ""
+        by = f"{setup}-mean" if setup in setups and setup else "mean"
+        assert col["chosen_by"] == {"table": table, "by": by}, col["id"]
     # at the smoke scale each sweep keeps its first and last value
     smoke = cells(grid, "tables", table, catalog, "smoke")
     groups = {}
