@@ -20,6 +20,7 @@ import numpy as np
 
 from fedbench.data.base import ArrayDataset, RemoteFile, image_standin
 from fedbench.data.hub import HubRepo, HubRouted, load_split
+from fedbench.data.transform import check_resize, resize_images
 
 TINY_ZIP = "tiny-imagenet-200.zip"
 TINY_ROOT = "tiny-imagenet-200"
@@ -176,7 +177,7 @@ class TinyImageNet(HubRouted):
     name = "tinyimagenet"
     input_shape = (3, SIDE, SIDE)
     num_classes = 200
-    params = {"source": "hub"}
+    params = {"source": "hub", "resize": None}
     hub = TINY_HUB
     hub_file = HUB_NPZ
     original_files = [
@@ -206,6 +207,7 @@ class TinyImageNet(HubRouted):
         """Train images and the labelled val images (as the test set) of the route (`source`),
         each split in canonical order."""
         params = self.check_params(params)
+        side = self._side(params)
         if params["source"] == "hub":
             path = self._path(raw_dir, HUB_NPZ)
             with np.load(path) as z:
@@ -217,11 +219,15 @@ class TinyImageNet(HubRouted):
             x_train, y_train, x_test, y_test, wnids = read_tinyimagenet(path)
             what = f"source original, {path}"
         train, test = canonical_order(x_train, y_train), canonical_order(x_test, y_test)
+        x_tr, x_te = _pixels(x_train, train), _pixels(x_test, test)
+        if side != SIDE:
+            x_tr, x_te = resize_images(x_tr, side), resize_images(x_te, side)
+            what += f"; resized to {side} x {side}"
         return ArrayDataset(
             name=self.name,
-            x_train=_pixels(x_train, train),
+            x_train=x_tr,
             y_train=y_train[train],
-            x_test=_pixels(x_test, test),
+            x_test=x_te,
             y_test=y_test[test],
             num_classes=self.num_classes,
             standin=False,
@@ -235,6 +241,12 @@ class TinyImageNet(HubRouted):
     def standin(
         self, rng: np.random.Generator, *, n_train: int = 2000, n_test: int = 500, **params: Any
     ) -> ArrayDataset:
-        """Generated 3x64x64 images with 200 classes."""
+        """Generated 3x64x64 images (3 x resize x resize with `resize`) with 200 classes."""
         params = self.check_params(params)
-        return image_standin(self, rng, self.input_shape, self.num_classes, n_train, n_test, params)
+        shape = (3, self._side(params), self._side(params))
+        return image_standin(self, rng, shape, self.num_classes, n_train, n_test, params)
+
+    def _side(self, params: dict[str, Any]) -> int:
+        """The image side the parameters ask for (`resize`, else the native 64)."""
+        check_resize(self.name, params["resize"], (SIDE, SIDE))
+        return params["resize"] or SIDE

@@ -193,7 +193,7 @@ def test_fetch_rule_falls_back_to_a_zip_placed_by_hand(tmp_path, hf_cache, monke
 
 def test_routes_in_status_words():
     src = SOURCES["tinyimagenet"]
-    assert src.route == "hub" and src.params == {"source": "hub"}
+    assert src.route == "hub" and src.params == {"source": "hub", "resize": None}
     assert src.fetch_route().startswith("datasets.load_dataset('zh-plus/tiny-imagenet'")
     assert [f.filename for f in src.files] == [ti.HUB_NPZ] and not src.needs_manual_step()
     orig = src.routed({"source": "original"})

@@ -59,8 +59,13 @@ def test_tinyimagenet_load(tmp_path):
     grey = next(x for x in ds.x_train[:2] if np.array_equal(x[0], x[2]))
     assert np.array_equal(grey[0], grey[1]) and np.array_equal(grey[1], grey[2])
     assert 0.0 <= ds.x_train.min() and ds.x_train.max() <= 1.0
-    with pytest.raises(ValueError, match="resize.*valid"):
-        SOURCES["tinyimagenet"].load(tmp_path, resize=32)
+    small = SOURCES["tinyimagenet"].load(tmp_path, source="original", resize=32)
+    assert small.x_train.shape == (6, 3, 32, 32) and small.y_train.tolist() == ds.y_train.tolist()
+    assert "resized to 32 x 32" in small.provenance
+    mean = ds.x_train.mean(axis=(2, 3))  # a bilinear, antialiased resize keeps each image's mean
+    assert np.allclose(small.x_train.mean(axis=(2, 3)), mean, atol=0.02)
+    with pytest.raises(ValueError, match="resize must be a positive integer"):
+        SOURCES["tinyimagenet"].load(tmp_path, resize=0)
     with pytest.raises(ValueError, match="source must be one of"):
         SOURCES["tinyimagenet"].load(tmp_path, source="kaggle")
 
@@ -116,4 +121,6 @@ def test_tinyimagenet_registry_and_standin():
     assert src.original_files[0].md5 == "90528d7ca1a48142e341f4ef8d21d0de"
     ds = src.standin(np.random.default_rng(0), n_train=200, n_test=40)
     assert ds.standin and ds.x_train.shape == (200, 3, 64, 64) and ds.x_test.shape[0] == 40
+    small = src.standin(np.random.default_rng(0), n_train=20, n_test=4, resize=32)
+    assert small.x_train.shape == (20, 3, 32, 32)
     assert ds.num_classes == 200 and ds.y_train.max() < 200
