@@ -68,6 +68,7 @@ CAP_KEYS = (
     "batch_size",
     "seeds",
     "sweep_points",
+    "select_points",
 )
 PARTITION_KINDS = tuple(PARTITIONERS)
 

@@ -2,8 +2,9 @@
 catalog sweeps, each row `{id, label, algorithm: <name template>, values: [...]}` expanded into
 one row per swept value (a row without `values` names one algorithm), all of a row's values one
 group; `select` names the columns the choice reads. The rendered table writes down each group's
-chosen value (`fedbench.report.tables.choices`). A scale's `caps.sweep_points` keeps that many
-values per row, spread along the grid (2: the first and the last), so CI stays cheap."""
+chosen value (`fedbench.report.tables.choices`). A scale's `caps.select_points` (else
+`caps.sweep_points`) keeps that many values per row, spread along the grid (2: the first and the
+last; 1: the first), so CI stays cheap."""
 
 from __future__ import annotations
 

@@ -14,8 +14,10 @@ ROW_KEYS = ("id", "label", "algorithm", "values", "symbol", "protocol", "group")
 
 
 def scale_rows(grid: Grid, name: str, catalog: dict, scale: str) -> list[dict]:
-    """The expanded rows a scale trains: every value, or `caps.sweep_points` of each row's."""
-    cap = catalog["scales"][scale].get("caps", {}).get("sweep_points")
+    """The expanded rows a scale trains: every value, or `caps.select_points` (else
+    `caps.sweep_points`) of each row's."""
+    caps = catalog["scales"][scale].get("caps", {})
+    cap = caps.get("select_points", caps.get("sweep_points"))
     out = grid.output("tables", name)
     return expanded_rows(f"{grid.name}.{name}", out, catalog, cap)
 

@@ -1,6 +1,7 @@
 """B-D13's hyperparameter selection written into a table (TableSpec.select, kind `selection`):
 highest validation mean, ties to the lowest std, then the first row; the sweep rows expanded
-from catalog name templates, thinned by a scale's sweep_points cap; bad entries named."""
+from catalog name templates, thinned by a scale's select_points (else sweep_points) cap; bad
+entries named."""
 
 from __future__ import annotations
 
@@ -115,6 +116,29 @@ def test_sweep_rows_expand_and_thin(catalog):
     thin = expanded_rows("g.t", out, cat, cap=2)  # a smoke scale: the first and the last value
     assert [r["id"] for r in thin] == ["fedavg", "prox-0.01", "prox-1"]
     KINDS["selection"].validate("g.t", out, cat)  # a good entry passes
+
+
+@pytest.mark.parametrize(
+    ("caps", "ids"),
+    [
+        ({}, ["fedavg", "prox-0.01", "prox-0.1", "prox-1"]),
+        ({"sweep_points": 2}, ["fedavg", "prox-0.01", "prox-1"]),
+        ({"sweep_points": 2, "select_points": 1}, ["fedavg", "prox-0.01"]),
+        ({"select_points": 3}, ["fedavg", "prox-0.01", "prox-0.1", "prox-1"]),
+    ],
+)
+def test_a_scale_keeps_select_points_of_each_sweep_else_sweep_points(catalog, caps, ids):
+    from pathlib import Path
+
+    from fedbench.cells import Grid
+    from fedbench.outputs.sweep_rows import scale_rows
+
+    out = _out()
+    out["rows"][1]["values"] = [0.01, 0.1, 1]
+    cat = _catalog(catalog)
+    cat = {**cat, "scales": {**cat["scales"], "demo": {"data": "standin", "caps": caps}}}
+    grid = Grid("demo", {"paper": "demo", "tables": {"table1_select": out}}, Path("demo.yaml"))
+    assert [r["id"] for r in scale_rows(grid, "table1_select", cat, "demo")] == ids
 
 
 @pytest.mark.parametrize(
