@@ -13,6 +13,8 @@ SPECS = {
     "dir0.5": {"kind": "dirichlet", "num_clients": CLIENTS, "alpha": 0.5},
     "dircapped0.1": {"kind": "dirichlet_capped", "num_clients": CLIENTS, "alpha": 0.1},
     "natural": {"kind": "natural", "num_clients": CLIENTS},
+    # FedCorr's split (DQN-Fed's Table 12): one categorical draw per sample
+    "fedcorr": {"kind": "fedcorr_noniid", "num_clients": CLIENTS},
 }
 
 
