@@ -188,10 +188,7 @@ def read_manifest(raw_dir: str | os.PathLike) -> dict[str, Any]:
 def manifest_verifies(raw_dir: str | os.PathLike, files: list[RemoteFile]) -> bool:
     """True when raw_dir/MANIFEST.json lists every file and each file still has its SHA-256."""
     raw_dir = Path(raw_dir)
-    try:
-        manifest = json.loads((raw_dir / MANIFEST).read_text())
-    except (OSError, ValueError):
-        return False
+    manifest = read_manifest(raw_dir)
     for rf in files:
         entry = manifest.get(rf.filename)
         path = raw_dir / rf.filename
@@ -258,10 +255,7 @@ class Source(abc.ABC):
         """Cheap check (no hashing): raw_dir/MANIFEST.json lists every file, each at its recorded
         size; `prepare` re-hashes them before it reads (`manifest_verifies`)."""
         raw_dir = Path(raw_dir)
-        try:
-            manifest = json.loads((raw_dir / MANIFEST).read_text())
-        except (OSError, ValueError):
-            return False
+        manifest = read_manifest(raw_dir)
         for rf in self.files:
             entry, path = manifest.get(rf.filename), raw_dir / rf.filename
             if not isinstance(entry, dict) or not path.is_file():

@@ -188,3 +188,13 @@ def test_raw_file_with_one_flipped_byte_fails_its_manifest(tmp_path):
     data[500] ^= 0x01  # same size: only the checksum can tell
     (raw / "a.bin").write_bytes(bytes(data))
     assert not manifest_verifies(raw, files)
+
+
+@pytest.mark.parametrize("text", ["[1, 2]", "{not json", None])
+def test_a_missing_or_malformed_manifest_means_fetch_again(tmp_path, text):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    (raw / "a.bin").write_bytes(b"x" * 16)
+    if text is not None:
+        (raw / "MANIFEST.json").write_text(text)
+    assert not manifest_verifies(raw, [RemoteFile("a.bin", ("http://127.0.0.1:9/a.bin",))])
