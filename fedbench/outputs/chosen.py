@@ -172,7 +172,13 @@ def resolve_rows(
     out = grid.output(section, name)
     if not has_chosen(out):
         return list(out["rows"])
-    read: dict[str, dict] = {}
+    tables = chosen_tables(grid, section, name)  # each selection expanded and read once
+    swept = {t: group_candidates(grid, t, catalog, scale) for t in tables}
+    read = (
+        {}
+        if choices == "first"
+        else {t: read_choice(choice_path(scale, grid.name, t)) for t in tables}
+    )
     rows = []
     for row in out["rows"]:
         if ROW_KEY not in row:
@@ -180,15 +186,13 @@ def resolve_rows(
             continue
         algos = {}
         for col in out["columns"]:
-            ref = col[COLUMN_KEY]
-            group = row[ROW_KEY]
-            first = group_candidates(grid, ref["table"], catalog, scale)[group]
-            if choices == "first":
-                algos[col["id"]] = first[0]
-                continue
-            if ref["table"] not in read:
-                read[ref["table"]] = read_choice(choice_path(scale, grid.name, ref["table"]))
-            algos[col["id"]] = _chosen_algorithm(read[ref["table"]], ref, group, first, scale)
+            ref, group = col[COLUMN_KEY], row[ROW_KEY]
+            values = swept[ref["table"]][group]
+            algos[col["id"]] = (
+                values[0]
+                if choices == "first"
+                else _chosen_algorithm(read[ref["table"]], ref, group, values, scale)
+            )
         rows.append(_fixed(row, algos))
     return rows
 
