@@ -174,10 +174,18 @@ def _check_validation(place: str, row: dict, col: dict, out: dict, cell: dict, c
 
 
 def matrix_fields(
-    kind: OutputKind, grid: Grid, name: str, catalog: dict, scale: str
+    kind: OutputKind,
+    grid: Grid,
+    name: str,
+    catalog: dict,
+    scale: str,
+    cellmap: dict[tuple[str, str], list[RunKey]] | None = None,
 ) -> dict[str, Any]:
-    """The spec fields a table and a curve figure share: header, quantity, axes, run folders."""
+    """The spec fields a table and a curve figure share: header, quantity, axes, run folders
+    (of `cellmap`, the kind's runs, when the caller already resolved them)."""
     out = grid.output(kind.section, name)
+    if cellmap is None:
+        cellmap = kind.runs(grid, name, catalog, scale)
     # A server scalar is read as protocol "server", stat "value" (fedbench.report.collect).
     server = out.get("server")
     return {
@@ -188,7 +196,7 @@ def matrix_fields(
         "percent": bool(out.get("percent", False)),
         "rows": [axis_entry(r) for r in out["rows"]],
         "columns": column_labels(grid, kind.section, name, catalog, scale),
-        "cells": run_folders(kind.runs(grid, name, catalog, scale), scale),
+        "cells": run_folders(cellmap, scale),
     }
 
 

@@ -54,10 +54,9 @@ class TableKind(MatrixKind):
 
     def spec(self, grid: Grid, name: str, catalog: dict, scale: str) -> TableSpec:
         out = grid.output(self.section, name)
-        fields = matrix_fields(self, grid, name, catalog, scale)
-        fields["rows"], notes = defaults_marks(
-            fields["rows"], self.runs(grid, name, catalog, scale), catalog
-        )
+        cellmap = self.runs(grid, name, catalog, scale)  # chosen rows: choice files read once
+        fields = matrix_fields(self, grid, name, catalog, scale, cellmap)
+        fields["rows"], notes = defaults_marks(fields["rows"], cellmap, catalog)
         groups = {r["id"]: r["group"] for r in out["rows"] if "group" in r}
         fields["rows"] = [
             {**r, "group": groups[r["id"]]} if r["id"] in groups else r for r in fields["rows"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from fedbench.report.collect import GLOBAL_TEST, RUN, SERVER, TRAIN, RunData
+from fedbench.report.collect import GLOBAL_TEST, RUN, SERVER, TRAIN, RunData, client_values
 from fedbench.report.figures import save_figure
 from fedbench.report.layout import (
     SCALES,
@@ -95,7 +95,7 @@ def cell_protocol(spec: HistogramSpec, row: dict, col: dict) -> str:
 def final_client_values(run: RunData, protocol: str, metric: str) -> list[float]:
     """Every client's `metric` under `protocol` at the run's final evaluated round."""
     last = run.ok_records[-1]
-    values = (last["clients"].get(protocol) or {}).get(metric)
+    values = client_values(last, protocol, metric)
     if values is None:
         raise LayoutError(
             f"{run.run_dir}: no per-client {protocol}/{metric} at the final round "

@@ -193,10 +193,15 @@ def record_values(record: dict[str, Any]) -> Iterable[tuple[str, str, str, float
         yield SERVER, name, VALUE, _finite(value)
 
 
+def client_values(record: dict[str, Any], protocol: str, metric: str) -> list | None:
+    """The per-client values of a metric under a protocol in one ok record (None: not there)."""
+    return (record["clients"].get(protocol) or {}).get(metric)
+
+
 def client_value(record: dict[str, Any], protocol: str, metric: str, client: int) -> float | None:
     """One client's own value of a metric under a protocol in one ok record (None: not there)."""
-    res = record["clients"].get(protocol) or {}
-    ids, values = res.get("ids", []), res.get(metric)
+    ids = (record["clients"].get(protocol) or {}).get("ids", [])
+    values = client_values(record, protocol, metric)
     if values is None or client not in ids:
         return None
     return _finite(values[ids.index(client)])
@@ -209,9 +214,7 @@ def run_series(run: RunData, protocol: str, metric: str, stat: str) -> pd.Series
     if protocol == RUN:
         return _run_yaml_series(run, metric)
     if stat in VECTOR_STATS:  # read from the per-client values (DQN-Fed's tails, Angle, KL)
-        found = (
-            (r["round"], (r["clients"].get(protocol) or {}).get(metric)) for r in run.ok_records
-        )
+        found = ((r["round"], client_values(r, protocol, metric)) for r in run.ok_records)
         points = {rd: vector_stat(stat, v) for rd, v in found if v is not None}
         if not points and run.ok_records:
             raise RunDataError(

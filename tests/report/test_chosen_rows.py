@@ -132,6 +132,23 @@ def test_the_rendered_table_says_what_was_chosen(world, cat, make, tmp_path):
     assert "FedProx μ = 0.1 (82.00)" in md
 
 
+def test_a_table_spec_resolves_its_chosen_rows_once(world, cat, tmp_path, monkeypatch):
+    from fedbench.outputs import chosen
+    from fedbench.outputs.table import TableKind
+
+    path = choice_path(SCALE, "demo", "table1_select")
+    choice(world, "table1_select", cat, SCALE, path, tmp_path / "choice.log")
+    calls = []
+    resolve = chosen.resolve_rows
+    monkeypatch.setattr(chosen, "resolve_rows", lambda *a: calls.append(a) or resolve(*a))
+    spec = TableKind().spec(world, "table1", cat, SCALE)
+    assert len(calls) == 1
+    assert [p.parts[-2:] for p in spec.cells[("prox", "acc")]] == [
+        ("fedprox-mu0.1", "seed0"),
+        ("fedprox-mu0.1", "seed1"),
+    ]
+
+
 def test_a_stale_or_broken_choice_file_is_named(world, cat):
     path = Path(choice_path(SCALE, "demo", "table1_select"))
     path.parent.mkdir(parents=True)
