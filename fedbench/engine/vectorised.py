@@ -265,8 +265,22 @@ class _Linear:
         return dx
 
 
+def _channels_last(x: torch.Tensor) -> bool:
+    """Whether a chain runs its convolutions and pooling channels-last: on bf16 operands, whose
+    oneDNN kernels (and bf16 max-pooling) are vectorised for that layout on CPUs; float32 keeps
+    NCHW, so every float32 run keeps its bits."""
+    return x.dtype == torch.bfloat16
+
+
+def _stack_channels_last(per_client: list[torch.Tensor]) -> torch.Tensor:
+    """[C, B, Ch, H, W] from per-client [B, Ch, H, W] tensors, stored so that each client's slice
+    (and the [C * B, Ch, H, W] view max-pooling takes) is channels-last."""
+    return torch.stack([t.permute(0, 2, 3, 1) for t in per_client]).permute(0, 1, 4, 2, 3)
+
+
 class _Conv2d:
-    """Per-client convolutions (the kernels autograd runs for one client), looped over clients."""
+    """Per-client convolutions (the kernels autograd runs for one client), looped over clients;
+    channels-last on bf16 operands (`_channels_last`)."""
 
     def __init__(self, name: str, mod: nn.Conv2d):
         self.w = f"{name}.weight"
@@ -276,29 +290,35 @@ class _Conv2d:
 
     def forward(self, p: Params, x: torch.Tensor):
         w, b = p[self.w], None if self.b is None else p[self.b]
-        y = torch.stack(
+        if not _channels_last(x):
+            xs, stack = list(x), torch.stack
+        else:
+            xs = [xc.contiguous(memory_format=torch.channels_last) for xc in x]
+            stack = _stack_channels_last
+        y = stack(
             [
                 F.conv2d(
-                    x[c],
+                    xc,
                     w[c],
                     None if b is None else b[c],
                     self.stride,
                     self.padding,
                     self.dilation,
                 )
-                for c in range(x.shape[0])
+                for c, xc in enumerate(xs)
             ]
         )
-        return y, x
+        return y, xs
 
-    def backward(self, p: Params, x, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+    def backward(self, p: Params, xs, dy: torch.Tensor, need_dx: bool, sink: _Sink):
         w = p[self.w]
         bias_sizes = None if self.b is None else [w.shape[1]]
         mask = [need_dx, True, self.b is not None]
+        layout = torch.channels_last if _channels_last(dy) else torch.contiguous_format
         outs = [
             torch.ops.aten.convolution_backward(
-                dy[c],
-                x[c],
+                dy[c].contiguous(memory_format=layout) if layout is torch.channels_last else dy[c],
+                xc,
                 w[c],
                 bias_sizes,
                 self.stride,
@@ -309,12 +329,15 @@ class _Conv2d:
                 1,
                 mask,
             )
-            for c in range(x.shape[0])
+            for c, xc in enumerate(xs)
         ]
         sink.tensor(self.w, torch.stack([o[1] for o in outs]))
         if self.b is not None:
             sink.tensor(self.b, torch.stack([o[2] for o in outs]))
-        return torch.stack([o[0] for o in outs]) if need_dx else None
+        if not need_dx:
+            return None
+        stack = _stack_channels_last if layout is torch.channels_last else torch.stack
+        return stack([o[0] for o in outs])
 
 
 class _MaxPool2d:
@@ -336,10 +359,12 @@ class _MaxPool2d:
 
     def backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
         flat, idx = saved
-        dx = torch.ops.aten.max_pool2d_with_indices_backward(
-            dy.reshape(-1, *dy.shape[2:]), flat, *self.args, idx
-        )
-        return dx.reshape(*dy.shape[:2], *dx.shape[1:])
+        lead, dy = dy.shape[:2], dy.reshape(-1, *dy.shape[2:])
+        cl = torch.channels_last
+        if _channels_last(flat) and flat.is_contiguous(memory_format=cl):
+            dy = dy.contiguous(memory_format=cl)  # the forward's layout (a Flatten gives NCHW)
+        dx = torch.ops.aten.max_pool2d_with_indices_backward(dy, flat, *self.args, idx)
+        return dx.reshape(*lead, *dx.shape[1:])
 
 
 def _conv_ok(m: nn.Conv2d) -> bool:

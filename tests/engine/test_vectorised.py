@@ -125,7 +125,9 @@ def test_fast_path_only_for_the_plain_data_loss_and_plain_chains():
     assert LayerChain.build(twocnn, keys[:-1])[0] is None  # a parameter missing from the dict
 
 
-def test_layer_chain_gradients_match_autograd_per_client():
+def _chain_case():
+    """A chain of every supported layer kind, 3 clients' perturbed weights and a batch (client 1
+    half padded, client 2 all padding)."""
     model = nn.Sequential(
         nn.Conv2d(2, 3, 3, stride=2, padding=1, dilation=1, bias=False),
         nn.ReLU(),
@@ -146,17 +148,52 @@ def test_layer_chain_gradients_match_autograd_per_client():
     mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]])
     chain, why = LayerChain.build(model, list(p0))
     assert chain is not None, why
+    return model, chain, params, x, y, mask
+
+
+def _client_loss(model, p, xb, yb, mb):
+    logits = functional_call(model, p, (xb,))
+    return masked_mean(nn.functional.cross_entropy(logits.float(), yb, reduction="none"), mb)
+
+
+def test_layer_chain_gradients_match_autograd_per_client():
+    model, chain, params, x, y, mask = _chain_case()
     sink = _Sink(params, None)
     loss = chain.loss_and_grads(params, x, y, mask, sink)
 
     def ref(p, xb, yb, mb):
-        logits = functional_call(model, p, (xb,))
-        return masked_mean(nn.functional.cross_entropy(logits, yb, reduction="none"), mb)
+        return _client_loss(model, p, xb, yb, mb)
 
     want = vmap(grad(ref))(params, x, y, mask)
     torch.testing.assert_close(loss, vmap(ref)(params, x, y, mask), rtol=0, atol=1e-6)
-    for k in p0:
+    for k in params:
         torch.testing.assert_close(sink.grads[k], want[k], rtol=0, atol=1e-6)
+
+
+def test_layer_chain_bf16_gradients_match_autocast_per_client():
+    """On bf16 operands the kernels run channels-last (the layout oneDNN's bf16 convolutions and
+    pooling are fast in); each client's gradients still equal its autograd under autocast, to
+    bfloat16's rounding, and come back float32."""
+    model, chain, params, x, y, mask = _chain_case()
+    sink = _Sink(params, None)
+    loss = chain.loss_and_grads(params, x, y, mask, sink, torch.bfloat16)
+    saved = chain.layers[0].forward({k: v.bfloat16() for k, v in params.items()}, x.bfloat16())
+    assert all(xc.is_contiguous(memory_format=torch.channels_last) for xc in saved[1])
+    assert saved[0][0].is_contiguous(memory_format=torch.channels_last)
+    for c in range(x.shape[0]):
+        p = {k: v[c].clone().requires_grad_() for k, v in params.items()}
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            want_loss = _client_loss(model, p, x[c], y[c], mask[c])
+        want = dict(zip(p, torch.autograd.grad(want_loss, list(p.values()), allow_unused=True)))
+        torch.testing.assert_close(loss[c], want_loss.detach(), rtol=0.02, atol=1e-6)
+        for k, g in want.items():
+            got = sink.grads[k][c]
+            assert got.dtype == torch.float32
+            g = torch.zeros_like(got) if g is None else g
+            # bf16 keeps 8 significant bits; a gradient chains a few roundings
+            assert (got - g).norm() <= 0.02 * g.norm() + 1e-6, (k, c)
+    # client 2 has no real sample: nothing moves it, in either precision
+    assert all(sink.grads[k][2].abs().max() == 0 for k in params)
 
 
 @pytest.mark.parametrize("chunk", [None, 2])
