@@ -51,3 +51,16 @@ def naive_round(
     avg = {k: sum(w / total * s[k] for w, s in zip(weights, states)) for k in states[0]}
     global_model.load_state_dict(avg)
     return global_model
+
+
+def plain_steps(model: nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, steps: int):
+    """`steps` SGD steps of `model` on one batch, in plain PyTorch, in whatever dtype and memory
+    layout `model` and `x` already have: no master weights, no casts, no autocast. With the
+    whole model in bfloat16 this is what the hardware gives a step at most, the ceiling of
+    training.precision bf16 (which keeps float32 master weights and casts each step)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    for _ in range(steps):
+        loss = F.cross_entropy(model(x).float(), y)
+        grads = torch.autograd.grad(loss, params)
+        with torch.no_grad():
+            torch._foreach_add_(params, grads, alpha=-lr)

@@ -10,24 +10,42 @@ per-variant times are in the benchmark's extra_info ("times"); pytest-benchmark'
 is the time of the whole alternation.
 """
 
+import copy
 import time
 
+import numpy as np
 import pytest
+import torch
 from bench_lib import (
     BATCH,
     DEVICE,
+    LR,
     SAMPLES_PER_CLIENT,
     PrecisionCase,
     RoundCase,
+    build_for,
     engine_round,
+    model_input,
+    sample_inputs,
     synced,
 )
-from bench_naive import client_loaders, naive_round
+from bench_naive import client_loaders, naive_round, plain_steps
 
 # (arch, clients): repetitions of the alternation when enabled (after one warm-up alternation).
 EXECUTOR_CASES = {("twonn", 10): 9, ("twonn", 100): 5, ("twocnn", 10): 5, ("twocnn", 100): 3}
 # (arch, executor, clients, samples per client): fp32 vs bf16, as test_precision.py's cases.
 PRECISION_CASES = {("twocnn", "vectorised", 10, 50): 5, ("resnet9", "sequential", 10, 20): 5}
+# arch: repetitions of the bf16 ceiling's alternation (plain-PyTorch steps at batch B; each
+# variant takes CEILING_STEPS steps a repetition).
+CEILING_CASES = {"twocnn": 5, "resnet9": 5}
+CEILING_STEPS = 10
+# (name, dtype, memory format) of the ceiling's variants: the whole model in that dtype and layout.
+CEILING_VARIANTS = (
+    ("fp32", torch.float32, torch.contiguous_format),
+    ("fp32_cl", torch.float32, torch.channels_last),
+    ("bf16", torch.bfloat16, torch.contiguous_format),
+    ("bf16_cl", torch.bfloat16, torch.channels_last),
+)
 
 
 def _alternate(fns: dict, repeats: int) -> dict[str, list[float]]:
@@ -87,4 +105,30 @@ def test_precision_paired(benchmark, arch, executor, clients, samples):
         samples=samples,
         device=DEVICE.type,
         times=out,
+    )
+
+
+@pytest.mark.parametrize("arch", list(CEILING_CASES))
+def test_bf16_ceiling_paired(benchmark, arch):
+    """What bf16 can give a step on this device at most: the whole model (weights, activations,
+    gradients) in bfloat16, in NCHW and in channels-last, beside float32 in both layouts, each
+    taking the same plain-PyTorch SGD steps on one batch of B. training.precision bf16 keeps
+    float32 master weights and casts every step, so its speed-up over fp32 stays below this."""
+    repeats = CEILING_CASES[arch] if benchmark.enabled else 1
+    steps = CEILING_STEPS if benchmark.enabled else 1
+    spec = model_input(arch)
+    rng = np.random.default_rng(0)
+    x = torch.from_numpy(sample_inputs(spec.shape, BATCH, rng, spec.values)).to(DEVICE)
+    y = torch.from_numpy(rng.integers(0, spec.classes, BATCH)).to(DEVICE)
+    base = build_for(arch).to(DEVICE).train()
+    fns = {}
+    for name, dtype, layout in CEILING_VARIANTS:
+        model = copy.deepcopy(base).to(dtype=dtype, memory_format=layout)
+        xv = x.to(dtype).contiguous(memory_format=layout)
+        fns[name] = synced(lambda m=model, xv=xv: plain_steps(m, xv, y, LR, steps))
+    out: dict[str, list[float]] = {}
+    benchmark.pedantic(lambda: out.update(_alternate(fns, repeats)), rounds=1, iterations=1)
+    assert all(len(t) == repeats and min(t) > 0 for t in out.values())
+    benchmark.extra_info.update(
+        kind="paired_ceiling", arch=arch, steps=steps, batch=BATCH, device=DEVICE.type, times=out
     )

@@ -29,3 +29,28 @@ def test_targets_read_the_paired_run_over_the_best_of():
     assert not alone[target]["met"] and alone[target]["value"] == pytest.approx(0.75)
     expected = (5.0 / 4.8 + 6.2 / 6.0) / 2
     assert both[target]["met"] and both[target]["value"] == pytest.approx(expected)
+
+
+def test_the_bf16_ceiling_takes_each_repetitions_faster_layout_and_sits_beside_its_target():
+    bench = {
+        "extra_info": {
+            "kind": "paired_ceiling",
+            "arch": "resnet9",
+            "times": {
+                "fp32": [4.0, 6.0, 5.0],
+                "fp32_cl": [5.0, 3.0, 5.0],
+                "bf16": [2.0, 2.0, 4.0],
+                "bf16_cl": [4.0, 1.0, 2.0],
+            },
+        }
+    }
+    paired = paired_cases([bench])
+    ceiling = paired["resnet9-ceiling"]
+    # per repetition: min fp32 layout / min bf16 layout = 4/2, 3/1, 5/2 -> median 2.5
+    assert ceiling["bf16_ceiling"] == pytest.approx(2.5)
+    assert ceiling["channels_last_fp32"] == pytest.approx(1.0)  # 0.8, 2.0, 1.0
+    assert ceiling["channels_last_bf16"] == pytest.approx(2.0)  # 0.5, 2.0, 2.0
+    target = {t["target"]: t for t in check_targets({}, None, paired)}
+    resnet9 = target["resnet9 sequential: bf16 >= 2x fp32"]
+    assert resnet9["ceiling"] == pytest.approx(2.5) and resnet9["value"] is None
+    assert "ceiling" not in target["twocnn vectorised: bf16 >= 2x fp32"]
