@@ -314,10 +314,10 @@ class _Conv2d:
         w = p[self.w]
         bias_sizes = None if self.b is None else [w.shape[1]]
         mask = [need_dx, True, self.b is not None]
-        layout = torch.channels_last if _channels_last(dy) else torch.contiguous_format
+        cl = _channels_last(dy)
         outs = [
             torch.ops.aten.convolution_backward(
-                dy[c].contiguous(memory_format=layout) if layout is torch.channels_last else dy[c],
+                dy[c].contiguous(memory_format=torch.channels_last) if cl else dy[c],
                 xc,
                 w[c],
                 bias_sizes,
@@ -336,8 +336,7 @@ class _Conv2d:
             sink.tensor(self.b, torch.stack([o[2] for o in outs]))
         if not need_dx:
             return None
-        stack = _stack_channels_last if layout is torch.channels_last else torch.stack
-        return stack([o[0] for o in outs])
+        return (_stack_channels_last if cl else torch.stack)([o[0] for o in outs])
 
 
 class _MaxPool2d:
