@@ -127,6 +127,7 @@ def paired_cases(benches: list[dict]) -> dict[str, dict]:
             out[f"{i['arch']}-ceiling"] = {
                 "arch": i["arch"],
                 "repeats": len(t["fp32"]),
+                "batch": i.get("batch"),
                 "best_s": {k: min(v) for k, v in t.items()},
                 "channels_last_fp32": paired_ratio(t, "fp32", "fp32_cl"),
                 "channels_last_bf16": paired_ratio(t, "bf16", "bf16_cl"),
@@ -162,14 +163,16 @@ def print_paired(paired: dict[str, dict]) -> None:
         )
     if ceilings:
         print(
-            "\nbf16 ceiling: plain-PyTorch SGD steps at batch 10 with the whole model in one dtype "
+            "\nbf16 ceiling: plain-PyTorch SGD steps on one batch, the whole model in one dtype "
             "(no float32 master weights), NCHW or channels-last (cl); median of per-repetition "
             "ratios"
         )
-        print(f"  {'model':<14}{'reps':>5}{'fp32/fp32 cl':>14}{'bf16/bf16 cl':>14}{'ceiling':>9}")
+        head = f"  {'model':<14}{'batch':>6}{'reps':>5}{'fp32/fp32 cl':>14}{'bf16/bf16 cl':>14}"
+        print(f"{head}{'ceiling':>9}")
         for c in ceilings.values():
             print(
-                f"  {c['arch']:<14}{c['repeats']:>5}{_f(c['channels_last_fp32'], '.2f'):>13}x"
+                f"  {c['arch']:<14}{_f(c['batch'], 'd'):>6}{c['repeats']:>5}"
+                f"{_f(c['channels_last_fp32'], '.2f'):>13}x"
                 f"{_f(c['channels_last_bf16'], '.2f'):>13}x{_f(c['bf16_ceiling'], '.2f'):>8}x"
             )
 
