@@ -13,6 +13,10 @@ best-round values (enough for tables with `round: final` or `round: best`; a tab
 more of a run, e.g. a per-client spread, refuses it). The table's notes say how many runs came
 from the record.
 
+A record must say which code made it: a run whose commit is marked `-dirty` (it ran on a working
+tree with uncommitted changes) is refused, naming the runs and the fix; `--allow-dirty` writes it
+anyway, and the table's notes then say how many runs are dirty and which commits they name.
+
 Per run: its names and seed, status, rounds, wall-clock training seconds and commit (run.yaml),
 and for each protocol the run evaluated, the table's metric/stat (e.g. top1 / wmean) at the final
 round and at the run's best round (with that round). Runs that have not finished are listed with
@@ -69,10 +73,12 @@ def write_partial_table(
     config: str,
     prefix: str,
     recorded: dict[Path, RunData] | None = None,
+    dirty: list[str] | None = None,
 ):
     """The grid table from its finished runs only (see the module docstring), those of `recorded`
-    (runs rebuilt from a record, by directory) included where their directory is absent; returns
-    (finished, total) run counts."""
+    (runs rebuilt from a record, by directory) included where their directory is absent, a note
+    for the `dirty` runs' commits (allowed with --allow-dirty); returns (finished, total) run
+    counts."""
     from fedbench.papers import load_paper_values
     from fedbench.report import build_table, write_table
 
@@ -100,10 +106,38 @@ def write_partial_table(
             f"{', '.join(sorted(records))} (finished on another machine or sitting; their "
             "directories are not here): their recorded final and best-round values"
         )
+    if dirty:
+        notes.append(dirty_note(dirty))
     spec = dataclasses.replace(spec, cells=done, notes=notes)
     preloaded = {Path(p): run for p, run in from_record.items()}
     write_table(build_table(spec, load_paper_values(paper), preloaded), spec, Path(prefix))
     return finished, total
+
+
+DIRTY = "-dirty"
+
+
+def dirty_runs(frame) -> list[tuple[str, str]]:
+    """(run, commit) of each finished run whose commit is marked -dirty, in the frame's order."""
+    if "git_commit" not in frame or frame.empty:
+        return []
+    out = []
+    for _, row in frame.iterrows():
+        commit = row.get("git_commit")
+        if row.get("status") in RECORD_STATUSES and str(commit).endswith(DIRTY):
+            name = "/".join(str(row[c]) for c in ("dataset", "partition", "model", "algorithm"))
+            out.append((f"{name}/seed{row['seed']}", str(commit)))
+    return out
+
+
+def dirty_note(commits: list[str]) -> str:
+    """The table's note on runs made from uncommitted code (--allow-dirty)."""
+    named = sorted(set(commits))
+    return (
+        f"DIRTY: {len(commits)} run(s) ran on uncommitted code (commit(s) "
+        f"{', '.join(named)}): no commit says which code made them; re-run them from a "
+        "clean checkout to make this a record"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,6 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--record", default=None, help="an earlier --out: keep its finished runs not found here"
     )
+    ap.add_argument(
+        "--allow-dirty",
+        action="store_true",
+        help="write runs made from uncommitted code (-dirty commits), marked in the table's notes",
+    )
     args = ap.parse_args(argv)
     dirs, out, scale = _table_runs(args.paper, args.table, args.scale, args.config)
     metric, stat = out["metric"], out["stat"]
@@ -128,6 +167,16 @@ def main(argv: list[str] | None = None) -> int:
         recorded = {
             d: recorded_run(rows[d], d, scale, metric, stat, Path(args.record)) for d in taken
         }
+    dirty = dirty_runs(frame)
+    if dirty and not args.allow_dirty:
+        shown = "; ".join(f"{run} ({commit})" for run, commit in dirty[:5])
+        more = f"; and {len(dirty) - 5} more" if len(dirty) > 5 else ""
+        raise SystemExit(
+            f"{args.paper} {args.table}: {len(dirty)} run(s) ran on uncommitted code, so no "
+            f"commit says which code made them: {shown}{more}. Commit, re-run them from the "
+            "clean checkout (delete their run folders, then snakemake), or pass --allow-dirty "
+            "to write them marked as dirty in the table's notes"
+        )
     write_text(args.out, frame.round(6).to_csv(index=False, lineterminator="\n"))
     done = int(frame["status"].isin(RECORD_STATUSES).sum()) if "status" in frame else 0
     print(
@@ -136,7 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.table_out:
         finished, total = write_partial_table(
-            args.paper, args.table, args.scale, args.config, args.table_out, recorded
+            args.paper,
+            args.table,
+            args.scale,
+            args.config,
+            args.table_out,
+            recorded,
+            [commit for _, commit in dirty],
         )
         print(f"{args.table_out}.md: from {finished} of {total} runs", file=sys.stderr)
     return 0

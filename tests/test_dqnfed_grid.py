@@ -130,7 +130,11 @@ def test_table9_cells_run_the_papers_settings(grid, catalog):
         ds, part, t = spec["dataset"], spec["partition"], spec["training"]
         assert (ds["source"], ds["params"]) == (
             "fashion_mnist",
-            {"classes": [0, 2, 6], "standardise": "train_per_pixel"},
+            {
+                "classes": [0, 2, 6],
+                "standardise": "train_per_pixel",
+                "standardise_arithmetic": "release",
+            },
         )
         assert ds["transform"]["pool"] == "merged"
         assert (part["kind"], part["test_split"]) == ("by_label", "official")

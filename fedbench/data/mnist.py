@@ -13,6 +13,10 @@ B.5.2 item 6; fair_flearn's data/fmnist/create_dataset.py), applied after `resiz
   on our [0, 1] pixels), as that script does; the statistics cover all 10 classes of the
   training split, before `classes` keeps some. Unlike the `per_pixel` dataset transform
   (fedbench/data/transform.py: every image seen, test included, after the class choice).
+  `standardise_arithmetic` says how: `release` (the default) is the script's own float32
+  arithmetic on 0-255 pixels (`np.mean` / `np.std` accumulate in float32, off the exact std by
+  up to 7e-4 relative in some pixels), so the client arrays equal the release's bit for bit;
+  `exact` computes the statistics in float64 on [0, 1] pixels.
 - `classes` (null = all, the default, or a list of distinct labels): keep only those classes,
   in train and test, relabelled 0, 1, ... in the list's order ([0, 2, 6]: T-shirt/top 0,
   pullover 1, shirt 2, as the script's y - 0, y - 1, y - 4).
@@ -53,6 +57,7 @@ IDX_FILES = (
 
 
 STANDARDISE = ("none", "train_per_pixel")
+STANDARDISE_ARITHMETIC = ("release", "exact")
 EPS_255 = 0.001  # fair_flearn's create_dataset.py: (x - mu) / (sigma + 0.001), pixels 0..255
 
 
@@ -62,7 +67,12 @@ class Grey28(Source):
 
     input_shape = (1, 28, 28)
     num_classes = 10
-    params = {"resize": None, "standardise": "none", "classes": None}
+    params = {
+        "resize": None,
+        "standardise": "none",
+        "standardise_arithmetic": "release",
+        "classes": None,
+    }
 
     def check_params(self, params: dict[str, Any]) -> dict[str, Any]:
         """Defaults filled in; an unknown name or a bad `resize`, `standardise` or `classes`
@@ -73,6 +83,11 @@ class Grey28(Source):
             raise ValueError(
                 f"{self.name}: standardise must be one of {list(STANDARDISE)}, got "
                 f"{params['standardise']!r}"
+            )
+        if params["standardise_arithmetic"] not in STANDARDISE_ARITHMETIC:
+            raise ValueError(
+                f"{self.name}: standardise_arithmetic must be one of "
+                f"{list(STANDARDISE_ARITHMETIC)}, got {params['standardise_arithmetic']!r}"
             )
         check_classes(self.name, params["classes"], self.num_classes)
         return params
@@ -89,10 +104,13 @@ class Grey28(Source):
         after `standardise` and `classes` (arrays unchanged under the defaults)."""
         note = ""
         if params["standardise"] == "train_per_pixel":
-            x_train, x_test = standardise_train_per_pixel(x_train, x_test)
+            arithmetic = params["standardise_arithmetic"]
+            x_train, x_test = standardise_train_per_pixel(x_train, x_test, arithmetic)
             note += (
                 "; standardised per pixel with the official training split's mean and std "
-                "(all classes; std + 0.001 on the 0-255 scale)"
+                "(all classes; std + 0.001 on the 0-255 scale; "
+                + ARITHMETIC_WORDS[arithmetic]
+                + ")"
             )
         classes = params["classes"]
         if classes is None:
@@ -180,19 +198,46 @@ def keep_classes(
     return np.ascontiguousarray(x[keep]), new[keep]
 
 
+ARITHMETIC_WORDS = {
+    "release": "fair_flearn's float32 arithmetic on 0-255 pixels",
+    "exact": "statistics in float64",
+}
+
+
 def standardise_train_per_pixel(
-    x_train: np.ndarray, x_test: np.ndarray
+    x_train: np.ndarray, x_test: np.ndarray, arithmetic: str = "release"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Both splits standardised with the training split's per-pixel mean and std, std + 0.001
-    on the 0-255 scale (fair_flearn's create_dataset.py, on pixels scaled to [0, 1])."""
-    train = x_train.astype(np.float64)
-    mean, std = train.mean(axis=0), train.std(axis=0)
-    denom = std + EPS_255 / 255.0
+    on the 0-255 scale (fair_flearn's create_dataset.py), as float32 arrays.
 
-    def scale(x: np.ndarray) -> np.ndarray:
-        return ((x - mean) / denom).astype(np.float32)
+    `release`: the script's arithmetic, np.mean / np.std of the float32 0-255 pixels (float32
+    accumulation over the flattened (N, pixels) array), then (x - mu) / (sigma + 0.001) in
+    float32; our [0, 1] pixels times 255 in float32 give back the integer pixels exactly.
+    `exact`: the statistics in float64 on [0, 1] pixels."""
+    if arithmetic == "exact":
+        train = x_train.astype(np.float64)
+        mean, std = train.mean(axis=0), train.std(axis=0)
+        denom = std + EPS_255 / 255.0
 
-    return scale(x_train), scale(x_test)
+        def scale(x: np.ndarray) -> np.ndarray:
+            return ((x - mean) / denom).astype(np.float32)
+
+        return scale(x_train), scale(x_test)
+    if arithmetic != "release":
+        raise ValueError(
+            f"standardise_arithmetic must be one of {list(STANDARDISE_ARITHMETIC)}, "
+            f"got {arithmetic!r}"
+        )
+    px = np.float32(255.0)
+    train = np.multiply(x_train, px, dtype=np.float32).reshape(len(x_train), -1)
+    test = np.multiply(x_test, px, dtype=np.float32).reshape(len(x_test), -1)
+    mu = np.mean(train, 0)
+    sigma = np.std(train, 0)
+    denom = sigma + np.float32(EPS_255)
+    return (
+        ((train - mu) / denom).reshape(x_train.shape),
+        ((test - mu) / denom).reshape(x_test.shape),
+    )
 
 
 class TorchvisionIdx(Grey28, TorchvisionSource):

@@ -101,14 +101,20 @@ def distribution_pack(values, weights=None, tail: float = 0.1) -> dict[str, floa
 # DQN-Fed's fairness readings (specs/qffl-dqnfed.md §B.6), over per-client accuracies a_k.
 
 
-def qffl_tail(values, p: float, lowest: bool = True) -> float:
-    """Worst (or best) p of the clients as the q-FFL code counts them (fair_flearn's
-    plot_fairness.py): the unweighted mean of the n = max(1, int(p·K)) lowest (highest) values;
-    p = 0.1 for "Worst 10 %", 0.05 for Table 1's Setup 1."""
+def qffl_tail(values, p: float, lowest: bool = True, at_least_one: bool = True) -> float:
+    """The unweighted mean of the n lowest (highest) of the K values: the q-FFL code's "worst
+    (best) p of the clients" (fair_flearn's plot_fairness.py: n = int(p·K)); p = 0.1 for
+    "Worst 10 %", 0.05 for Table 1's Setup 1. Where p·K < 1 the release's n is 0 and its mean
+    NaN (empty slice); here, by default, n = max(1, int(p·K)): the single lowest (highest)
+    client. `at_least_one=False` is the release's reading, NaN when int(p·K) = 0."""
     v, _ = _arrays(values, None)
     if not 0 < p <= 1:
         raise ValueError(f"qffl_tail: p must be in (0, 1], got {p!r}")
-    n = max(1, int(p * len(v)))
+    n = int(p * len(v))
+    if n == 0:
+        if not at_least_one:
+            return float("nan")
+        n = 1
     s = np.sort(v)
     return float(s[:n].mean() if lowest else s[-n:].mean())
 

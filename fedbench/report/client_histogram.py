@@ -1,7 +1,11 @@
 """Histograms of the clients' final values (kind `client_histogram`; DQN-Fed's Figure 2, B.8): one
 panel per column, one translucent histogram per row. Each finished run contributes every client
 of its final evaluated round; the seeds' clients are pooled and the counts divided by the number of
-seeds (seed-averaged clients per bin). A diverged run is left out and counted in the legend."""
+seeds (seed-averaged clients per bin). A diverged run is left out and counted in the legend.
+
+`binning` says which edge a bin holds: `numpy` (np.histogram's [a, b), the last bin [a, b]) or
+`right_closed` (the q-FFL release's plot_fairness.py, get_bar_y: a value v counts in the bin with
+a < v <= b, so a value on the lowest edge, an accuracy of 0, is never counted)."""
 
 from __future__ import annotations
 
@@ -34,6 +38,12 @@ from fedbench.report.layout import (
 PANEL_SIZE = (4.2, 3.2)
 CHARS_PER_INCH = 10
 MAX_BINS = 200
+BINNINGS = ("numpy", "right_closed")
+BINNING_WORDS = {
+    "numpy": "bins [a, b), the last [a, b]",
+    "right_closed": "bins (a, b] as the q-FFL release counts them; a value on the lowest edge is "
+    "not counted",
+}
 # Protocols without one value per client: nothing to histogram.
 NOT_PER_CLIENT = (GLOBAL_TEST, TRAIN, SERVER, RUN)
 
@@ -55,13 +65,18 @@ class HistogramSpec:
     cells: dict[tuple[str, str], list[Path]]
     scale: str
     bins: int = 20
+    binning: str = "numpy"
 
     def __post_init__(self) -> None:
-        """Reject an unknown scale, a bad bin count, a protocol without per-client values, a
-        repeated id or a cell outside the rows × columns."""
+        """Reject an unknown scale, a bad bin count or binning, a protocol without per-client
+        values, a repeated id or a cell outside the rows × columns."""
         where = f"{self.paper}/{self.name}"
         if base_scale(self.scale) not in SCALES:
             raise LayoutError(f"{where}: unknown scale {self.scale!r}; valid: {list(SCALES)}")
+        if self.binning not in BINNINGS:
+            raise LayoutError(
+                f"{where}: binning must be one of {list(BINNINGS)}, got {self.binning!r}"
+            )
         if isinstance(self.bins, bool) or not isinstance(self.bins, int):
             raise LayoutError(f"{where}: bins must be an integer in 1..{MAX_BINS}")
         if not 1 <= self.bins <= MAX_BINS:
@@ -134,9 +149,20 @@ def histogram_counts(
     edges = _edges(spec, [v for v, _, _ in pooled.values()], scale)
     out = {}
     for key, (vals, seeds, diverged) in pooled.items():
-        counts = np.histogram(vals, bins=edges)[0].astype(np.float64)
+        counts = bin_counts(vals, edges, spec.binning)
         out[key] = CellCounts(vals, counts / seeds if seeds else counts, seeds, diverged)
     return edges, out
+
+
+def bin_counts(values: np.ndarray, edges: np.ndarray, binning: str) -> np.ndarray:
+    """How many values fall in each bin of `edges` under `binning` (see the module docstring)."""
+    if binning == "numpy":
+        return np.histogram(values, bins=edges)[0].astype(np.float64)
+    if binning != "right_closed":
+        raise ValueError(f"binning must be one of {list(BINNINGS)}, got {binning!r}")
+    j = np.searchsorted(edges, values, side="left") - 1  # edges[j] < v <= edges[j + 1]
+    j = j[(j >= 0) & (j < len(edges) - 1)]
+    return np.bincount(j, minlength=len(edges) - 1).astype(np.float64)
 
 
 def _edges(spec: HistogramSpec, values: list[np.ndarray], scale: float) -> np.ndarray:
@@ -181,7 +207,8 @@ def make_histogram_figure(spec: HistogramSpec) -> Figure:
         f"{spec.paper} {spec.name}: {spec.caption}",
         f"each client's {metric_name(spec.metric)} at the run's final evaluated round; "
         + "; ".join(f"protocol {p}: {protocol_words(p)}" for p in protocols),
-        f"scale {spec.scale}; {spec.bins} equal bins over [{edges[0]:g}, {edges[-1]:g}]; every "
+        f"scale {spec.scale}; {spec.bins} equal bins over [{edges[0]:g}, {edges[-1]:g}] "
+        f"({BINNING_WORDS[spec.binning]}); every "
         "finished seed's clients pooled, counts divided by the number of seeds; diverged runs "
         "left out",
         *(f"Precision: {note}" for note in [precision_note(cells)] if note),

@@ -40,15 +40,113 @@ def test_keep_classes_relabels_in_the_lists_order():
     assert keep_classes(x, y, [6, 0])[1].tolist() == [0, 1, 0, 1]
 
 
-def test_standardise_train_per_pixel_by_hand():
-    # one pixel over 4 training images: 0, 0.2, 0.4, 0.6 -> mean 0.3, population std sqrt(0.05)
-    x_train = np.array([0.0, 0.2, 0.4, 0.6], dtype=np.float32).reshape(4, 1, 1, 1)
+@pytest.mark.parametrize("arithmetic", ["release", "exact"])
+def test_standardise_train_per_pixel_by_hand(arithmetic):
+    # one pixel over 4 training images: 0, 51, 102, 153 on the 0-255 scale -> mean 76.5,
+    # population std sqrt(3251.25) (= 255 sqrt(0.05)); the script adds 0.001 on that scale
+    x_train = (np.array([0, 51, 102, 153], dtype=np.float32) / np.float32(255)).reshape(4, 1, 1, 1)
     x_test = np.array([1.0], dtype=np.float32).reshape(1, 1, 1, 1)
-    train, test = standardise_train_per_pixel(x_train, x_test)
-    denom = np.sqrt(0.05) + 0.001 / 255  # the script's +0.001 on the 0-255 scale
-    np.testing.assert_allclose(train.ravel(), (x_train.ravel() - 0.3) / denom, rtol=1e-6)
-    np.testing.assert_allclose(test.ravel(), (1.0 - 0.3) / denom, rtol=1e-6)
+    train, test = standardise_train_per_pixel(x_train, x_test, arithmetic)
+    denom = np.sqrt(3251.25) + 0.001
+    np.testing.assert_allclose(
+        train.ravel(), (np.array([0, 51, 102, 153]) - 76.5) / denom, rtol=1e-6
+    )
+    np.testing.assert_allclose(test.ravel(), (255.0 - 76.5) / denom, rtol=1e-6)
     assert train.dtype == np.float32 and test.dtype == np.float32
+    assert train.shape == x_train.shape and test.shape == x_test.shape
+
+
+def test_standardise_arithmetics_differ_where_float32_accumulation_rounds():
+    # 60,000 random 0-255 values of two pixels: float32 sums of that many lose low bits that
+    # float64 keeps, so the release's statistics are off the exact ones
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, size=(60_000, 1, 1, 2)).astype(np.uint8)
+    x = np.divide(pixels, np.float32(255), dtype=np.float32)
+    rel, _ = standardise_train_per_pixel(x, x[:1], "release")
+    exact, _ = standardise_train_per_pixel(x, x[:1], "exact")
+    u = pixels.astype(np.float64)
+    want = (u - u.mean(axis=0)) / (u.std(axis=0) + 0.001)
+    # exact: float64 statistics, one float32 rounding at the end
+    np.testing.assert_allclose(exact, want, rtol=2e-7, atol=1e-7)
+    assert not np.array_equal(rel, exact)  # float32 accumulation moves the release's values
+    np.testing.assert_allclose(rel, want, rtol=1e-3, atol=1e-3)
+    with pytest.raises(ValueError, match="standardise_arithmetic must be one of"):
+        standardise_train_per_pixel(x, x, "float32")
+
+
+def _release_client_arrays(folder):
+    """fair_flearn's data/fmnist/create_dataset.py (litian96/fair_flearn f097971), transcribed:
+    its load_mnist, generate_dataset and per-class loops, each client's (x, y) as float32 arrays
+    (the release writes them to JSON with tolist() and reads them back as float32)."""
+
+    def load_mnist(path, kind):
+        with gzip.open(path / f"{kind}-labels-idx1-ubyte.gz", "rb") as lbpath:
+            labels = np.frombuffer(lbpath.read(), dtype=np.uint8, offset=8)
+        with gzip.open(path / f"{kind}-images-idx3-ubyte.gz", "rb") as imgpath:
+            images = np.frombuffer(imgpath.read(), dtype=np.uint8, offset=16).reshape(
+                len(labels), 784
+            )
+        return images, labels
+
+    X_train, y_train = load_mnist(folder, "train")
+    X_test, y_test = load_mnist(folder, "t10k")
+    mu = np.mean(X_train.astype(np.float32), 0)
+    sigma = np.std(X_train.astype(np.float32), 0)
+    X_train = (X_train.astype(np.float32) - mu) / (sigma + 0.001)
+    X_test = (X_test.astype(np.float32) - mu) / (sigma + 0.001)
+    clients = {}
+    for label, shift in ((0, 0), (2, 1), (6, 4)):  # users 0:T-shirt(top), 2:pullover, 6:shirt
+        tr = [i for i in range(len(y_train)) if y_train[i] == label]
+        te = [i for i in range(len(y_test)) if y_test[i] == label]
+        clients[label] = (
+            np.asarray([X_train[i].tolist() for i in tr], dtype=np.float32),
+            np.asarray([int(y_train[i]) - shift for i in tr]),
+            np.asarray([X_test[i].tolist() for i in te], dtype=np.float32),
+            np.asarray([int(y_test[i]) - shift for i in te]),
+        )
+    return clients
+
+
+def test_dqnfed_fmnist_client_arrays_equal_the_releases_bit_for_bit(tmp_path, encode_idx):
+    # random 28x28 images of all 10 classes; the q-FFL protocol's catalog entry, loaded,
+    # pooled and partitioned as the workflow does, against the release's script on the same files
+    rng = np.random.default_rng(7)
+    for name, n in (("train", 600), ("t10k", 150)):
+        labels = rng.integers(0, 10, size=n).astype(np.uint8)
+        images = rng.integers(0, 256, size=(n, 28, 28)).astype(np.uint8)
+        images[:, :3] = 0  # blank border rows, as Fashion-MNIST's: sigma = 0 there
+        for kind, arr in (("images-idx3", images), ("labels-idx1", labels)):
+            (tmp_path / f"{name}-{kind}-ubyte.gz").write_bytes(gzip.compress(encode_idx(arr)))
+    release = _release_client_arrays(tmp_path)
+
+    from fedbench.config import load_catalog
+
+    entry = load_catalog("config/config.yaml")["datasets"]["dqnfed-fmnist"]
+    assert entry["params"]["standardise_arithmetic"] == "release"
+    ds = SOURCES["fashion_mnist"].load(tmp_path, **entry["params"])
+    pool = apply_transform(ds, entry["transform"])
+    part = make_partition(
+        pool.y_train,
+        None,
+        {"kind": "by_label", "test_split": "official"},
+        np.random.default_rng(0),
+        pool.num_classes,
+        pool.official_test,
+    )
+    for k, label in enumerate((0, 2, 6)):
+        rx, ry, rtx, rty = release[label]
+        got_x, got_tx = pool.x_train[part.train[k]], pool.x_train[part.test[k]]
+        assert got_x.dtype == np.float32 and len(got_x) == len(rx) > 0
+        # bit for bit: the same float32 words, not merely close values
+        assert np.array_equal(got_x.reshape(len(rx), 784).view(np.uint32), rx.view(np.uint32))
+        assert np.array_equal(got_tx.reshape(len(rtx), 784).view(np.uint32), rtx.view(np.uint32))
+        assert pool.y_train[part.train[k]].tolist() == ry.tolist()
+        assert pool.y_train[part.test[k]].tolist() == rty.tolist()
+    exact = SOURCES["fashion_mnist"].load(
+        tmp_path, **{**entry["params"], "standardise_arithmetic": "exact"}
+    )
+    assert "float64" in exact.provenance and "float32 arithmetic" in ds.provenance
+    np.testing.assert_allclose(exact.x_train, ds.x_train, rtol=1e-5, atol=1e-5)
 
 
 def test_fashion_mnist_classes_and_standardise_on_idx_files(tmp_path, encode_idx):
@@ -82,6 +180,10 @@ def test_fashion_mnist_classes_and_standardise_on_idx_files(tmp_path, encode_idx
         (
             {"standardise": "per_pixel"},
             "standardise must be one of \\['none', 'train_per_pixel'\\]",
+        ),
+        (
+            {"standardise_arithmetic": "float64"},
+            "standardise_arithmetic must be one of \\['release', 'exact'\\]",
         ),
     ],
 )

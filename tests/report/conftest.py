@@ -76,6 +76,7 @@ def make_run(
     offsets: tuple[float, ...] = OFFSETS,
     protocol_offset: dict[str, float] | None = None,
     precision: str | None = None,
+    git_commit: str | None = None,
 ) -> Path:
     """Write metrics.jsonl and run.yaml of one fake run (`precision` None: a run.yaml written
     before training.precision existed); return its directory."""
@@ -112,7 +113,7 @@ def make_run(
             "data_provenance": "generated" if standin else "test fixture",
             "spec": {"seed": seed},
             "fedbench_version": "0.1.0",
-            "git_commit": None,
+            "git_commit": git_commit,
             "torch_version": "x",
             "device": "cpu",
             "executor": "sequential",

@@ -11,6 +11,7 @@ from fedbench.config import ConfigError
 from fedbench.outputs.registry import KINDS
 from fedbench.report.client_histogram import (
     HistogramSpec,
+    bin_counts,
     histogram_counts,
     make_histogram_figure,
     write_client_histogram,
@@ -82,6 +83,54 @@ def test_files_and_notes(runs, tmp_path):
     assert "counts divided by the number of seeds" in text
 
 
+def test_binnings_by_hand_on_the_edges():
+    edges = np.linspace(0, 1, 5)  # bins of 0.25
+    values = np.array([0.0, 0.1, 0.25, 0.3, 0.5, 0.75, 0.9, 1.0])
+    # numpy: [a, b) and the last [a, b]: 0, 0.1 | 0.25, 0.3 | 0.5 | 0.75, 0.9, 1.0
+    assert bin_counts(values, edges, "numpy").tolist() == [2, 2, 1, 3]
+    # right-closed (a, b]: 0 never counted; 0.1, 0.25 | 0.3, 0.5 | 0.75 | 0.9, 1.0
+    assert bin_counts(values, edges, "right_closed").tolist() == [2, 2, 1, 2]
+    with pytest.raises(ValueError, match="binning must be one of"):
+        bin_counts(values, edges, "left")
+
+
+def _release_get_bar_y(accuracies, num_bar):
+    """fair_flearn's plot_fairness.py get_bar_y (litian96/fair_flearn f097971), its counting
+    loop transcribed for one run: edges = linspace(0, 1, num_bar), a value counts in bin j when
+    edges[j] < v <= edges[j + 1] (the `and` stops before edges[num_bar] for v <= 1)."""
+    clients = np.zeros(num_bar)
+    edges = np.linspace(0, 1, num_bar, endpoint=True)
+    for accu in accuracies:
+        for j in range(num_bar):
+            if accu > edges[j] and accu <= edges[j + 1]:
+                clients[j] += 1
+    return clients[: num_bar - 1]  # its last column stays 0: num_bar edges make num_bar - 1 bins
+
+
+def test_right_closed_binning_equals_the_q_ffl_release():
+    rng = np.random.default_rng(4)
+    # accuracies of clients with 20 test samples: many values land on the edges of 20 bins
+    values = rng.integers(0, 21, size=300) / 20
+    edges = np.linspace(0, 1, 21)
+    ours = bin_counts(values, edges, "right_closed")
+    assert ours.tolist() == _release_get_bar_y(values, 21).tolist()
+    assert ours.sum() == np.count_nonzero(values > 0)  # the zeros are the only ones left out
+    assert not np.array_equal(ours, bin_counts(values, edges, "numpy"))
+
+
+def test_right_closed_figure_counts_and_says_so(runs):
+    cells = {("fedavg", "mnist"): [runs["avg0"], runs["avg1"]]}
+    s = spec(cells, rows=ROWS[:1], binning="right_closed")
+    _, counts = histogram_counts(s)
+    # 63, 68, 73 and 69, 74, 79 lie inside their bins: either binning counts them alike
+    assert np.allclose(
+        counts[("fedavg", "mnist")].counts,
+        histogram_counts(spec(cells))[1][("fedavg", "mnist")].counts,
+    )
+    text = " ".join(make_histogram_figure(s).get_suptitle().split())
+    assert "(a, b] as the q-FFL release counts them" in text
+
+
 def test_a_loss_histogram_bins_its_own_span(runs):
     s = spec({("fedavg", "mnist"): [runs["avg0"]]}, rows=ROWS[:1], metric="loss", bins=4)
     edges, counts = histogram_counts(s)
@@ -97,6 +146,7 @@ def test_a_loss_histogram_bins_its_own_span(runs):
         ({"protocol": "global_test"}, "no per-client values"),
         ({"cells": {("fedprox", "mnist"): []}}, "unknown row or column"),
         ({"scale": "huge"}, "unknown scale"),
+        ({"binning": "left"}, "binning must be one of \\['numpy', 'right_closed'\\]"),
     ],
 )
 def test_bad_specs_are_named(kw, match):
@@ -120,6 +170,7 @@ def test_grid_entries_are_checked(catalog):
         ({"stat": "mean"}, r"key\(s\) \['stat'\] do not apply"),
         ({"rows": [{"id": "a", "algorithm": "fedavg", "metric": "loss"}]}, "share one x axis"),
         ({"protocol": "train"}, "has no per-client values"),
+        ({"binning": "closed"}, r"fig2.binning: expected one of \['numpy', 'right_closed'\]"),
     ):
         with pytest.raises(ConfigError, match=match):
             kind.validate("fig2", {**base, **bad}, catalog)

@@ -168,3 +168,32 @@ def test_a_bad_record_is_refused_naming_the_file_and_line(tmp_path, monkeypatch,
     with pytest.raises(SystemExit, match="other.csv line 3: .*/nosuch/1 is not a run of this"):
         main([*args, "--record", "other.csv"])
     assert not (tmp_path / "o.csv").exists()  # nothing written on a refused record
+
+
+def test_a_run_from_a_dirty_tree_is_refused_unless_allowed(tmp_path, monkeypatch, make):
+    import shutil
+
+    import pandas as pd
+
+    config, dirs = _quick_table1(tmp_path, monkeypatch, make)
+    clean, dirty = "0" * 40, "1" * 40 + "-dirty"
+    shutil.rmtree(dirs[0].parent)
+    shutil.copytree(make(seed=0, git_commit=clean), dirs[0].parent / "seed0")
+    shutil.copytree(make(seed=1, git_commit=dirty), dirs[0].parent / "seed1")
+    args = ["quick", "table1", "--config", config, "--out", "o.csv", "--table-out", "t"]
+    refused = r"1 run\(s\) ran on uncommitted code.*seed1 \(1{40}-dirty\).*--allow-dirty"
+    with pytest.raises(SystemExit, match=refused):
+        main(args)
+    assert not list(tmp_path.glob("o.csv")) and not list(tmp_path.glob("t.*"))  # nothing written
+    main([*args, "--allow-dirty"])
+    notes = (tmp_path / "t.md").read_text()
+    assert f"DIRTY: 1 run(s) ran on uncommitted code (commit(s) {dirty})" in notes
+    assert pd.read_csv("o.csv")["git_commit"].tolist()[:2] == [clean, dirty]
+    # a record row carrying a dirty commit is refused as the run itself would be
+    shutil.rmtree(dirs[0].parent / "seed1")
+    with pytest.raises(SystemExit, match="ran on uncommitted code"):
+        main(["quick", "table1", "--config", config, "--out", "o2.csv", "--record", "o.csv"])
+    # clean runs only: written, no note
+    shutil.copytree(make(seed=1, git_commit=clean), dirs[0].parent / "seed1")
+    main(args)
+    assert "DIRTY" not in (tmp_path / "t.md").read_text()
