@@ -287,12 +287,9 @@ def build_table(
         for col in spec.columns:
             rid, cid = str(row["id"]), str(col["id"])
             q = quantities[(rid, cid)]
+            runs, ok, picked, values = cell_values(spec, cells.get((rid, cid), []), q)
             scale = value_scale(q.metric, spec.percent, q.stat)
-            runs = sorted(cells.get((rid, cid), []), key=lambda r: r.key["seed"])
-            ok = [r for r in runs if r.status == "ok"]
             diverged = [r for r in runs if r.status != "ok"]
-            picked = [run_value(r, spec, q) for r in ok]
-            values = np.array([v * scale for v, _ in picked], dtype=np.float64)
             mean = float(values.mean()) if len(values) else math.nan
             std = seed_spread(values, spec.seed_spread)
             spread = math.nan
@@ -340,6 +337,46 @@ def build_table(
     df.attrs["machines"] = machine_note(cells) if times else ""
     df.attrs["paper_source"] = paper_values.source if paper_values is not None else ""
     return df
+
+
+def cell_values(
+    spec: TableSpec, runs: list[RunData], q: Quantity
+) -> tuple[list[RunData], list[RunData], list[tuple[float, int]], np.ndarray]:
+    """One cell as every table reads it: its runs by seed, the finished ones, each finished run's
+    (value, round) under the spec's round mode, and the values scaled as printed (x 100 for an
+    accuracy in a percent table)."""
+    runs = sorted(runs, key=lambda r: r.key["seed"])
+    ok = [r for r in runs if r.status == "ok"]
+    picked = [run_value(r, spec, q) for r in ok]
+    scale = value_scale(q.metric, spec.percent, q.stat)
+    return runs, ok, picked, np.array([v * scale for v, _ in picked], dtype=np.float64)
+
+
+def seed_values(
+    spec: TableSpec, preloaded: dict[Path, RunData] | None = None
+) -> dict[tuple[str, str], dict[int, float]]:
+    """(row id, column id) -> {seed: value} of every finished run, read as `build_table` reads
+    its cells (same runs, round and scaling); summary columns per seed, from the seeds every
+    listed cell has (a ratio: this row's value over the reference row's at the same seed)."""
+    cells = load_cells(spec, preloaded)
+    out: dict[tuple[str, str], dict[int, float]] = {}
+    for (rid, cid), q in cell_quantities(spec).items():
+        _, ok, _, values = cell_values(spec, cells.get((rid, cid), []), q)
+        out[(rid, cid)] = {int(r.key["seed"]): float(v) for r, v in zip(ok, values)}
+    for row in spec.rows:
+        rid = str(row["id"])
+        for summ in spec.summaries:
+            cols = _summary_columns(spec, summ)
+            if summ["stat"] == "ratio":
+                num, den = out[(rid, cols[0])], out[(str(summ["reference"]), cols[0])]
+                per_seed = {s: ratio(num[s], den[s]) for s in num.keys() & den.keys()}
+            else:
+                common = set.intersection(*(set(out[(rid, c)]) for c in cols))
+                per_seed = {
+                    s: summary_value([out[(rid, c)][s] for c in cols], summ["stat"]) for s in common
+                }
+            out[(rid, str(summ["id"]))] = dict(sorted(per_seed.items()))
+    return out
 
 
 def machine_note(cells: dict[tuple[str, str], list[RunData]]) -> str:
