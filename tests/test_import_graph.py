@@ -50,6 +50,7 @@ LAYERS = [
     ("fedbench.__main__",),
     ("fedbench.cli",),
     ("fedbench.jobs", "fedbench.record", "fedbench.cost", "fedbench.worker"),
+    ("fedbench.claims",),
     ("fedbench.grid",),
     ("fedbench.outputs",),
     ("fedbench.cells", "fedbench.report"),

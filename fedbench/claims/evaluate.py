@@ -1,0 +1,197 @@
+"""The three readings of a claim: the paper's own printed values, our runs at paper scale, our
+runs at small scale (the quick grid's analogue).
+
+Our values are read as the tables read them: the grid's table spec (`fedbench.grid.output_spec`,
+the same rows, columns, quantities, round and runs) and `fedbench.report.tables.seed_values`
+(each cell's value per seed, summary columns per seed), restricted to the runs that have
+finished; a computed table (`ComputedTableSpec`) gives exact values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fedbench.cells import Grid
+from fedbench.claims.forms import Cell, Comparison, Test
+from fedbench.claims.load import printed_cell
+from fedbench.claims.stats import (
+    NO_VALUES,
+    NOT_RUN,
+    Interval,
+    combine,
+    interval_verdict,
+    printed_verdict,
+    t_interval,
+    welch_interval,
+)
+from fedbench.papers import PaperValues
+
+EXACT = None  # the "seed" of a computed (closed-form) value
+
+
+@dataclass(frozen=True)
+class TableRead:
+    """One table's values per cell and seed ({EXACT: v} for a computed table), the run folders
+    it still waits for, and why it could not be read at all (`error`)."""
+
+    name: str
+    values: dict[tuple[str, str], dict[int | None, float]] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Result:
+    """One comparison's verdict and its numbers: the printed Δ, or our interval of Δ."""
+
+    label: str
+    verdict: str
+    delta: float | None = None
+    interval: Interval | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A claim's verdict in one reading, with each comparison's."""
+
+    verdict: str
+    results: tuple[Result, ...] = ()
+    why: str = ""
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.results:
+            out[r.verdict] = out.get(r.verdict, 0) + 1
+        return out
+
+
+def _combine_tests(tests: tuple[Test, ...], verdict_of) -> tuple[str, list[Result]]:
+    """Every test must hold; within a test, its groups by its quantifier, each group's
+    comparisons by the group's."""
+    results, test_verdicts = [], []
+    for test in tests:
+        group_verdicts = []
+        for group in test.groups:
+            rs = [verdict_of(c) for c in group.comparisons]
+            results += rs
+            group_verdicts.append(combine([r.verdict for r in rs], group.quantifier))
+        test_verdicts.append(combine(group_verdicts, test.quantifier))
+    return combine(test_verdicts, "every"), results
+
+
+def read_printed(tests: tuple[Test, ...], grid: Grid, printed: PaperValues) -> Reading:
+    """The claim on the paper's own printed numbers: each comparison holds or fails."""
+    if not tests:
+        return Reading(NO_VALUES, why="no table tests the claim")
+    if not len(printed):
+        return Reading(NO_VALUES, why="the work prints no table values")
+
+    def verdict_of(c: Comparison) -> Result:
+        values = [printed_cell(grid, printed, cell) for cell in c.cells]
+        if any(v is None for v in values):
+            return Result(c.label, NO_VALUES, why="the paper prints no value here")
+        delta = c.delta([v.value for v in values])
+        return Result(c.label, printed_verdict(delta, c.strict), delta=delta)
+
+    verdict, results = _combine_tests(tests, verdict_of)
+    return Reading(verdict, tuple(results))
+
+
+def comparison_result(c: Comparison, values: dict[Cell, dict[int | None, float]]) -> Result:
+    """One comparison over our runs: paired by seed where the cells share 2+ seeds, else Welch
+    for a linear Δ, exact for computed cells; not run (saying why) otherwise."""
+    per_cell = [values.get(cell, {}) for cell in c.cells]
+    empty = [str(cell) for cell, v in zip(c.cells, per_cell) if not v]
+    if empty:
+        return Result(c.label, NOT_RUN, why=f"no finished run in {', '.join(empty)}")
+    if all(EXACT in v for v in per_cell):
+        delta = c.delta([v[EXACT] for v in per_cell])
+        iv = Interval(1, delta, delta, delta, "exact (computed)")
+        return Result(c.label, interval_verdict(iv, c.strict), delta=delta, interval=iv)
+    common = sorted(set.intersection(*(set(v) for v in per_cell)) - {EXACT})
+    if len(common) >= 2:
+        iv = t_interval([c.delta([v[s] for v in per_cell]) for s in common])
+        return Result(c.label, interval_verdict(iv, c.strict), interval=iv)
+    if c.linear is not None and all(len(v) >= 2 for v in per_cell):
+        coefs, const = c.linear
+        iv = welch_interval([(k, list(v.values())) for k, v in zip(coefs, per_cell)], const)
+        return Result(c.label, interval_verdict(iv, c.strict), interval=iv)
+    n = max(len(v) for v in per_cell)
+    return Result(
+        c.label,
+        NOT_RUN,
+        why=(
+            f"{n} seed(s) in common: no verdict from a single seed (needs 2 or more)"
+            if len(common) < 2
+            else "cells without shared seeds"
+        ),
+    )
+
+
+def read_runs(tests: tuple[Test, ...], reads: dict[str, TableRead]) -> Reading:
+    """The claim on our runs (`reads`: each table's values, as `read_table` gives them)."""
+    if not tests:
+        return Reading(NOT_RUN, why="no table of this grid tests the claim")
+    errors = {t.name: t.error for t in reads.values() if t.error}
+    values: dict[Cell, dict[int | None, float]] = {}
+    for read in reads.values():
+        for (row, col), v in read.values.items():
+            values[Cell(read.name, row, col)] = v
+
+    def verdict_of(c: Comparison) -> Result:
+        bad = sorted({cell.table for cell in c.cells if cell.table in errors})
+        if bad:
+            return Result(c.label, NOT_RUN, why="; ".join(f"{t}: {errors[t]}" for t in bad))
+        return comparison_result(c, values)
+
+    verdict, results = _combine_tests(tests, verdict_of)
+    missing = sorted({m for t in tests for x in _tables(t) for m in reads[x].missing})
+    why = f"{len(missing)} run(s) not finished" if missing else ""
+    return Reading(verdict, tuple(results), why)
+
+
+def _tables(test: Test) -> list[str]:
+    return sorted({cell.table for cell in test.cells})
+
+
+def read_table(grid: Grid, name: str, catalog: dict, scale: str) -> TableRead:
+    """One grid table's values per cell and seed, from its finished runs, through the table's
+    own spec and `seed_values`; the folders of runs not finished are listed in `missing`."""
+    from fedbench.grid import output_spec
+    from fedbench.report.collect import RunDataError
+    from fedbench.report.computed import ComputedTableSpec
+    from fedbench.report.layout import LayoutError
+    from fedbench.report.tables import TableSpec, seed_values
+
+    try:
+        spec = output_spec(grid, "tables", name, catalog, scale)
+    except ValueError as err:  # a selection's choice not made yet (ChoicePending), ...
+        return TableRead(name, error=str(err).splitlines()[0])
+    if isinstance(spec, ComputedTableSpec):
+        return TableRead(name, {cell: {EXACT: float(v)} for cell, v in spec.values.items()})
+    if not isinstance(spec, TableSpec):
+        return TableRead(name, error=f"{type(spec).__name__} is not a table of cells")
+    done = {cell: [d for d in dirs if _finished(d)] for cell, dirs in spec.cells.items()}
+    missing = tuple(
+        str(d) for cell, dirs in spec.cells.items() for d in dirs if d not in done[cell]
+    )
+    try:
+        values = seed_values(dataclasses.replace(spec, cells=done))
+    except (RunDataError, LayoutError) as err:
+        return TableRead(name, missing=missing, error=str(err).splitlines()[0])
+    return TableRead(name, values, missing)
+
+
+def _finished(run_dir: Path) -> bool:
+    """A run writes run.yaml and metrics.jsonl together when it ends (fedbench.io.atomic_paths)."""
+    return (Path(run_dir) / "run.yaml").exists() and (Path(run_dir) / "metrics.jsonl").exists()
+
+
+def read_grid(grid: Grid, tests: list[Test], catalog: dict, scale: str) -> dict[str, TableRead]:
+    """Every table the tests read, each once."""
+    names = sorted({cell.table for t in tests for cell in t.cells})
+    return {n: read_table(grid, n, catalog, scale) for n in names}
