@@ -14,7 +14,13 @@ Choices for what 003 leaves open (A.11):
   reward multiplier, as FairFed's weights do); +1 is the other reading of the sign-stripped text.
 - A-Q6: g in `G_CHOICES`, log(1+X) by default; λ = 50 by default (the spec's illustrations).
 - A-Q7: the closed form runs on the participation set (the lowest effective costs that stay active);
-  when a cap d_n binds there, the equilibrium is found by Gauss-Seidel constrained best responses.
+  when a cap d_n binds there, the equilibrium comes from the aggregate equation
+  Σ_n clip(X - c_n X²/τ, 0, d_n) = X (one unknown, solved by bracketing). The spec's
+  Gauss-Seidel constrained best responses are a check, not the solver: from x = 1 they stop at
+  the spurious fixed point x = 0 (no client enters when everyone else is out, although each
+  would gain τ e^(γ_n) by entering), and with very unequal costs the equilibrium repels them
+  into cycles (see `best_response_iteration`). Every Equilibrium carries a `status` from the
+  best-response conditions (`equilibrium_residual`).
 - A-Q8: M is the number of players everywhere (003 writes N in L145, L147).
 
 All arrays are float64 numpy; every function is pure. The paper gives no numbers (A.9: QF-1..QF-4
@@ -28,18 +34,23 @@ import numbers
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import brentq, minimize_scalar
 
 __all__ = [
     "FAIRNESS_SIGNS",
     "G_CHOICES",
+    "STARTS",
+    "STATUSES",
     "Equilibrium",
+    "EquilibriumError",
     "IncentiveGame",
     "LeaderOptimum",
+    "aggregate_equilibrium",
     "best_response",
     "best_response_iteration",
     "closed_form_equilibrium",
     "equilibrium",
+    "equilibrium_residual",
     "fairfed_weights",
     "follower_utilities",
     "leader_utility",
@@ -149,11 +160,22 @@ class IncentiveGame:
         return np.full(self.n_players, np.inf) if self.caps is None else np.asarray(self.caps)
 
 
+# What a computed profile turned out to be (`Equilibrium.status`): a Nash equilibrium, or how the
+# best-response dynamics failed to reach one.
+STATUSES = ("equilibrium", "spurious_zero", "not_equilibrium", "cycle", "oscillating", "max_sweeps")
+# Where `best_response_iteration` starts when no x0 is given; the first is the default.
+STARTS = ("aggregate", "closed_form", "ones")
+_RTOL = 1e-8  # the largest best-response residual (relative to X) still called an equilibrium
+
+
 @dataclass(frozen=True, eq=False)
 class Equilibrium:
-    """The followers' Nash equilibrium at payment `tau`: data amounts x, their total X, the
-    participation set (`active`: x_n > 0), the clients held at their cap, and how it was found
-    ("closed_form" or "best_response", with the number of Gauss-Seidel sweeps)."""
+    """A followers' profile at payment `tau`: data amounts x, their total X, the clients with
+    x_n > 0 (`active`) and those held at their cap, how it was found (`method` "closed_form",
+    "aggregate" or "best_response", with the Gauss-Seidel `sweeps` and their `start`), and what
+    it is: `status` "equilibrium" when the best-response `residual` (`equilibrium_residual`) is
+    within the check's tolerance, else one of the failures in STATUSES ("cycle" with its
+    `period` in sweeps). `ok` is True only for an equilibrium."""
 
     tau: float
     x: np.ndarray
@@ -161,6 +183,10 @@ class Equilibrium:
     capped: np.ndarray
     method: str
     sweeps: int = 0
+    status: str = "equilibrium"
+    residual: float = 0.0
+    start: str = ""
+    period: int = 0
 
     @property
     def total(self) -> float:
@@ -171,6 +197,36 @@ class Equilibrium:
     def inactive(self) -> np.ndarray:
         """Indices of the clients that do not participate (x_n = 0)."""
         return np.flatnonzero(~self.active)
+
+    @property
+    def ok(self) -> bool:
+        """Whether x satisfies the equilibrium conditions (status "equilibrium")."""
+        return self.status == "equilibrium"
+
+    def describe(self) -> str:
+        """The status in words, for error messages and tables."""
+        r = f"best-response residual {self.residual:.2g}"
+        after = f"after {self.sweeps} sweeps" if self.sweeps else ""
+        return {
+            "equilibrium": f"an equilibrium ({r})",
+            "spurious_zero": (
+                f"the spurious fixed point x = 0 {after}, not an equilibrium: with everyone "
+                "else out, each client would gain up to τ e^(γ_n) by entering"
+            ),
+            "not_equilibrium": f"not an equilibrium ({r}) {after}",
+            "cycle": f"a cycle of period {self.period} sweeps, not converging ({r}) {after}",
+            "oscillating": f"oscillating without converging ({r}) {after}",
+            "max_sweeps": f"not converged ({r}) {after}",
+        }[self.status].strip()
+
+
+class EquilibriumError(RuntimeError):
+    """Best responses did not reach an equilibrium; `result` holds the Equilibrium with the
+    failure's status and the last profile."""
+
+    def __init__(self, message: str, result: Equilibrium):
+        super().__init__(message)
+        self.result = result
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,7 +252,9 @@ def _profile(game: IncentiveGame, x, name: str = "x") -> np.ndarray:
 
 
 def _br(c: float, d: float, others: float, tau: float) -> float:
-    """clip(sqrt(τ X_{-n} / c_n) - X_{-n}, 0, d_n) (003:L123-125)."""
+    """clip(sqrt(τ X_{-n} / c_n) - X_{-n}, 0, d_n) (003:L123-125). X_{-n} comes from a running
+    total that can round a hair below 0 when everyone else is out; it is taken as 0 then."""
+    others = max(others, 0.0)
     return min(max(math.sqrt(tau * others / c) - others, 0.0), d)
 
 
@@ -209,6 +267,32 @@ def best_response(game: IncentiveGame, x, tau: float) -> np.ndarray:
     others = x.sum() - x
     inner = np.sqrt(tau * others / game.effective_costs) - others
     return np.clip(inner, 0.0, game.upper)
+
+
+def equilibrium_residual(game: IncentiveGame, x, tau: float) -> float:
+    """How far `x` is from the followers' Nash equilibrium: max_n |BR_n(x_{-n}) - x_n| / X, which
+    is 0 exactly at an equilibrium (u_n is strictly concave in x_n, so BR_n is the unique best
+    reply when X_{-n} > 0). With X_{-n} = 0 no best reply exists and the formula's 0 misses x_n,
+    so a lone participant has residual 1. x = 0 has residual inf when τ > 0: each client's
+    utility tends to τ e^(γ_n) > 0 as it enters with x_n -> 0+, so x = 0 is a fixed point of the
+    clipped formula but no equilibrium (a positive one always exists: M >= 2, caps > 0). At τ = 0,
+    x = 0 is the equilibrium (residual 0)."""
+    x, tau = _profile(game, x), _tau(tau)
+    total = float(x.sum())
+    if total <= 0.0:
+        return 0.0 if tau == 0.0 else math.inf
+    return float(np.abs(best_response(game, x, tau) - x).max() / total)
+
+
+def _checked(game: IncentiveGame, x: np.ndarray, tau: float, method: str, **fields) -> Equilibrium:
+    """An Equilibrium for profile x, its status from the residual check (`_RTOL`)."""
+    residual = equilibrium_residual(game, x, tau)
+    status = "equilibrium" if residual <= _RTOL else "not_equilibrium"
+    if status != "equilibrium" and x.sum() <= 0.0:
+        status = "spurious_zero"
+    return Equilibrium(
+        tau, x, x > 0, x >= game.upper, method, status=status, residual=residual, **fields
+    )
 
 
 def follower_utilities(game: IncentiveGame, x, tau: float) -> np.ndarray:
@@ -244,12 +328,70 @@ def _slope(game: IncentiveGame) -> float:
 def closed_form_equilibrium(game: IncentiveGame, tau: float) -> Equilibrium:
     """The uncapped equilibrium (003:L127-137 on the participation set P, A-Q7): with
     a = X* = (|P| - 1) τ / S_P, x_m* = a (1 - (|P| - 1) c_m / S_P) for m in P and 0 outside P.
-    003's formula is the case P = all M players. Caps are ignored here (see `equilibrium`)."""
+    003's formula is the case P = all M players. Caps are ignored here (see `equilibrium`), so
+    with a binding cap the status says "not_equilibrium"."""
     tau = _tau(tau)
     p, c = participation_set(game), game.effective_costs
     s, k = c[p].sum(), p.sum()
     x = np.where(p, (k - 1) * tau / s * (1.0 - (k - 1) * c / s), 0.0)
-    return Equilibrium(tau, x, x > 0, x >= game.upper, "closed_form")
+    return _checked(game, x, tau, "closed_form")
+
+
+def _aggregate_total(c: np.ndarray, d: np.ndarray, tau: float) -> float:
+    """The X > 0 with Σ_n clip(1 - c_n X/τ, 0, d_n/X) = 1 (see `aggregate_equilibrium`)."""
+    if tau == 0.0:
+        return 0.0
+
+    def excess(total: float) -> float:
+        return float(np.minimum(np.maximum(1.0 - c * total / tau, 0.0), d / total).sum() - 1.0)
+
+    hi = tau / c.min()  # every share is 0 there: excess -1
+    lo = hi
+    for _ in range(2200):  # the shares tend to 1 as X -> 0+: excess M - 1 >= 1
+        lo *= 0.5
+        if excess(lo) > 0.0:
+            break
+    else:
+        raise RuntimeError(f"aggregate_equilibrium: no bracket for X at τ = {tau}")
+    return float(brentq(excess, lo, hi, xtol=1e-300, rtol=4 * np.finfo(float).eps, maxiter=500))
+
+
+def aggregate_equilibrium(game: IncentiveGame, tau: float) -> Equilibrium:
+    """The equilibrium with or without caps, from one equation in the total X (A-Q7). At an
+    equilibrium each client's first-order/cap conditions (003:L119, L125) say
+    x_n = clip(X - c_n X²/τ, 0, d_n): interior when τ e^(γ_n) X_{-n} / X² = C_n, i.e.
+    X_{-n} = c_n X²/τ; at the cap when the marginal is still >= 0 there; 0 when X >= τ / c_n.
+    So X solves Σ_n x_n(X) = X, i.e. Σ_n clip(1 - c_n X/τ, 0, d_n/X) = 1 (the contest
+    literature's share functions). Every positive share falls strictly in X, from M at X -> 0+
+    to 0 at X = τ / min c_n, so the root is unique and bracketing (scipy's brentq) finds it to
+    machine precision; no dynamics, nothing to be trapped in or to cycle. Without caps it gives
+    the closed form X = (|P| - 1) τ / S_P. method "aggregate"."""
+    tau = _tau(tau)
+    c, d = game.effective_costs, game.upper
+    total = _aggregate_total(c, d, tau)
+    x = np.minimum(total * np.maximum(1.0 - c * total / tau, 0.0), d) if total > 0 else 0.0 * c
+    return _checked(game, x, tau, "aggregate")
+
+
+def _start(game: IncentiveGame, tau: float, x0, start: str | None) -> tuple[np.ndarray, str]:
+    if x0 is not None:
+        if start is not None:
+            raise ValueError(f"give x0 or start, not both (start={start!r})")
+        return _profile(game, x0, "x0"), "x0"
+    start = STARTS[0] if start is None else start
+    if start == "aggregate":
+        return aggregate_equilibrium(game, tau).x.copy(), start
+    if start == "closed_form":
+        return closed_form_equilibrium(game, tau).x.copy(), start
+    if start == "ones":
+        return np.ones(game.n_players), start
+    raise ValueError(f"start must be one of {STARTS}, got {start!r}")
+
+
+def _count(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    return value
 
 
 def best_response_iteration(
@@ -257,21 +399,59 @@ def best_response_iteration(
     tau: float,
     x0=None,
     *,
+    start: str | None = None,
     tol: float = 1e-13,
+    rtol: float = _RTOL,
     max_sweeps: int = 100_000,
+    memory: int = 64,
+    patience: int = 5000,
+    strict: bool = True,
 ) -> Equilibrium:
     """Gauss-Seidel constrained best-response dynamics (A.7.2, A-Q7): sweep n = 1..M, setting
     x_n <- BR_n(x_{-n}) with the others' newest amounts, until no amount moves by more than
-    tol · max(1, X). `x0` (default all ones, as QF-2) is first clipped to [0, d_n]. Raises
-    RuntimeError if `max_sweeps` sweeps do not converge."""
+    tol · X. The start, clipped to [0, d_n], is `x0` if given, else `start` (STARTS):
+
+    - "aggregate" (default): the equilibrium itself (`aggregate_equilibrium`), where nothing
+      can trap the dynamics or repel them.
+    - "closed_form": the participation-set closed form clipped to the caps, the equilibrium
+      when no cap binds.
+    - "ones": x = 1, QF-2's start (the default before). It fails often: when τ <= (M-1-n) c_n
+      for each client n = 0..M-2 in sweep order, each sees the rest at 1 or 0 and drops out, the
+      last sees X_{-n} = 0, and all stop at x = 0, a fixed point of the clipped formula but not
+      an equilibrium.
+
+    The end point is checked, not assumed: `status` (STATUSES) is "equilibrium" only when its
+    best-response residual (`equilibrium_residual`) is <= rtol. Otherwise: "spurious_zero"
+    (stopped at x = 0 with τ > 0), "not_equilibrium" (stopped elsewhere), "cycle" (the profile
+    of 2..`memory` sweeps earlier came back within tol · X while a sweep still moves more than
+    √tol · X; `period` says how many sweeps back), "oscillating" (no sweep moved less, relative
+    to X, than the least so far for `patience` sweeps: an orbit that neither settles nor
+    repeats), "max_sweeps". With `strict` (default) a failure raises EquilibriumError carrying
+    the Equilibrium as `.result`; `strict=False` returns it.
+
+    The dynamics cycle when the equilibrium repels them: with two clients the sweep map's slope
+    there is -(c_2 - c_1)²/(4 c_1 c_2), below -1 once the effective costs differ by a factor
+    above 3 + 2√2 ≈ 5.83 (about -620 at a factor of 2,500). So a start that already passes the
+    check is returned as it is, with sweeps 0: sweeping it would only amplify its rounding until
+    the sweeps leave it."""
     tau = _tau(tau)
-    upper = game.upper
-    x = np.ones(game.n_players) if x0 is None else _profile(game, x0, "x0")
-    x = np.minimum(x, upper)
-    if not (isinstance(max_sweeps, int) and max_sweeps >= 1):
-        raise ValueError(f"max_sweeps must be an int >= 1, got {max_sweeps!r}")
     tol = _scalar("tol", tol, low=0.0, strict=True)
-    c = game.effective_costs
+    rtol = _scalar("rtol", rtol, low=0.0, strict=True)
+    max_sweeps = _count("max_sweeps", max_sweeps, 1)
+    memory = _count("memory", memory, 2)
+    patience = _count("patience", patience, 1)
+    if not isinstance(strict, bool):
+        raise ValueError(f"strict must be True or False, got {strict!r}")
+    x, start = _start(game, tau, x0, start)
+    upper, c = game.upper, game.effective_costs
+    x = np.minimum(x, upper)
+    residual = equilibrium_residual(game, x, tau)
+    if residual <= rtol:  # an equilibrium already: sweeping it would only amplify rounding
+        return Equilibrium(
+            tau, x, x > 0, x >= upper, "best_response", 0, residual=residual, start=start
+        )
+    history = np.full((memory, game.n_players), np.nan)  # the profile after sweep s at s % memory
+    least, since, status, period = math.inf, 0, "max_sweeps", 0
     total = float(x.sum())
     for sweep in range(1, max_sweeps + 1):
         moved = 0.0
@@ -281,19 +461,51 @@ def best_response_iteration(
             total += new - x[n]
             x[n] = new
         total = float(x.sum())
-        if moved <= tol * max(1.0, total):
-            return Equilibrium(tau, x, x > 0, x >= upper, "best_response", sweep)
-    raise RuntimeError(f"best-response iteration did not converge in max_sweeps={max_sweeps}")
+        if moved <= tol * total or moved == 0.0:
+            status = None
+            break
+        if total == 0.0:  # all dropped out this sweep: the next one stops at x = 0
+            continue
+        # a revisit counts only while the sweeps still move far more than tol: dynamics that
+        # converge while alternating (slope near -1) bring x_{s-2} within tol of x_s first
+        back = np.abs(history - x).max(axis=1) <= tol * total  # unwritten NaN rows: False
+        if back.any() and moved > math.sqrt(tol) * total:
+            status = "cycle"
+            period = min((sweep - int(i)) % memory or memory for i in np.flatnonzero(back))
+            break
+        history[sweep % memory] = x
+        if moved / total < least:
+            least, since = moved / total, 0
+        else:
+            since += 1
+            if since >= patience:
+                status = "oscillating"
+                break
+    residual = equilibrium_residual(game, x, tau)
+    if status is None:
+        status = "equilibrium" if residual <= rtol else "not_equilibrium"
+        if status != "equilibrium" and total <= 0.0:
+            status = "spurious_zero"
+    eq = Equilibrium(
+        tau, x, x > 0, x >= upper, "best_response", sweep, status, residual, start, period
+    )
+    if strict and not eq.ok:
+        raise EquilibriumError(f"best responses from {start!r} at τ = {tau:g}: {eq.describe()}", eq)
+    return eq
 
 
 def equilibrium(game: IncentiveGame, tau: float) -> Equilibrium:
     """The followers' equilibrium at τ: the closed form on the participation set when no cap binds
-    there, else the constrained best-response iteration started from the clipped closed form
-    (A-Q7). Uncapped, X*(τ) = (|P| - 1) τ / S_P is linear in τ (A.7.2 [DERIVED], 003:L143)."""
-    free = closed_form_equilibrium(game, tau)
-    if not (free.x > game.upper).any():
-        return free
-    return best_response_iteration(game, free.tau, np.minimum(free.x, game.upper))
+    there, else the aggregate equation's solution (`aggregate_equilibrium`, A-Q7). Gauss-Seidel
+    best responses from the clipped closed form, used here before, raised after 100,000 sweeps
+    or returned a wrong profile in about 2.5 % of capped games with unequal costs. Both ways are
+    exact up to rounding; the status check fails only where rounding alone exceeds its
+    tolerance, at effective costs some 1e9 apart (`residual` says by how much). Uncapped,
+    X*(τ) = (|P| - 1) τ / S_P is linear in τ (A.7.2 [DERIVED], 003:L143)."""
+    eq = closed_form_equilibrium(game, tau)
+    if (eq.x > game.upper).any():
+        eq = aggregate_equilibrium(game, eq.tau)
+    return eq
 
 
 def _utility(game: IncentiveGame, tau: float) -> float:

@@ -274,13 +274,15 @@ def _fairness(s: dict[str, Any]) -> dict[str, Any]:
 
 def _equilibrium(s: dict[str, Any]) -> dict[str, Any]:
     """The equilibrium at the leader's τ* per β, each client's numbers, and the check that
-    Gauss-Seidel best responses from x = 1 reach the same point (QF-2)."""
+    Gauss-Seidel best responses from x = 1 reach the same point (QF-2): where they stopped, and
+    whether that is an equilibrium, a cycle or the spurious x = 0 (`best_response_iteration`'s
+    status, reported here rather than raised)."""
     panels = []
     for beta in s["betas"]:
         game = _game(s, beta)
         opt = game_lib.optimal_payment(game)
         eq = opt.equilibrium
-        br = game_lib.best_response_iteration(game, opt.tau)
+        br = game_lib.best_response_iteration(game, opt.tau, start="ones", strict=False)
         x = eq.x
         panels.append(
             {
@@ -290,6 +292,8 @@ def _equilibrium(s: dict[str, Any]) -> dict[str, Any]:
                 "total": eq.total,
                 "method": f"{eq.method}; τ* by {opt.method}",
                 "br_sweeps": br.sweeps,
+                "br_status": br.status,
+                "br_result": br.describe(),
                 "max_abs_diff": float(np.abs(br.x - x).max()),
                 "clients": [
                     {

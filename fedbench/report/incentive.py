@@ -213,19 +213,25 @@ def table_rows(data: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
+def _br_check(p: dict[str, Any]) -> str:
+    """QF-2's check for one β: where best responses from x = 1 went (files written before the
+    status was recorded have no `br_status`: they could only have converged or raised)."""
+    diff = f"max |difference| {p['max_abs_diff']:.2g}"
+    if p.get("br_status", "equilibrium") == "equilibrium":
+        return f"best responses from x = 1 converged in {p['br_sweeps']} sweeps, {diff}"
+    return f"best responses from x = 1 did NOT reach it: {p['br_result']}; {diff}"
+
+
 def table_notes(spec: IncentiveSpec, data: dict[str, Any]) -> list[tuple[str, str]]:
-    checks = "; ".join(
-        f"β = {p['beta']:g}: {p['method']}, best responses from x = 1 converged in "
-        f"{p['br_sweeps']} sweeps, max |difference| {p['max_abs_diff']:.2g}"
-        for p in data["panels"]
-    )
+    checks = "; ".join(f"β = {p['beta']:g}: {p['method']}, {_br_check(p)}" for p in data["panels"])
     return [
         ("Table", f"{spec.name}: {_title(spec)}"),
         ("Game", game_note(data["settings"])),
         (
             "Columns",
             "x_n* = the followers' equilibrium at the leader's optimal payment τ*; "
-            "x_n* (best responses) = Gauss-Seidel best responses from x = 1 (QF-2); share = "
+            "x_n* (best responses) = where Gauss-Seidel best responses from x = 1 stop (QF-2; "
+            "Checks says whether that is the equilibrium); share = "
             "x_n*/X*; reward = exp(γ_n) x_n*/X* τ* (the rewards sum to τ* only at β = 0); "
             "u_n = reward - C_n x_n*; status: out = not in the participation set",
         ),

@@ -48,7 +48,8 @@ def test_interior_closed_form_is_the_best_response_fixed_point(beta, sign):
     tau = 7.0
     cf = closed_form_equilibrium(game, tau)
     assert cf.active.all() and cf.method == "closed_form"
-    br = best_response_iteration(game, tau)  # Gauss-Seidel from x = 1 (QF-2)
+    br = best_response_iteration(game, tau, start="ones")  # Gauss-Seidel from x = 1 (QF-2)
+    assert br.ok and br.sweeps > 0
     np.testing.assert_allclose(br.x, cf.x, rtol=0, atol=1e-6)
     np.testing.assert_allclose(best_response(game, cf.x, tau), cf.x, rtol=0, atol=1e-12)
     # 003's formula with all M players: x_m = a (1 - (M-1) c_m / S), a = (M-1) τ / S
@@ -66,7 +67,8 @@ def test_exclusion_closed_form_is_the_best_response_fixed_point():
     assert participation_set(game).tolist() == [True, True, True, False, False]
     # on P = the three cheap players: X = 2τ/3 and x = X (1 - 2/3) each
     np.testing.assert_allclose(cf.x, [20 / 9, 20 / 9, 20 / 9, 0, 0], rtol=1e-12)
-    br = best_response_iteration(game, tau)
+    br = best_response_iteration(game, tau, start="ones")
+    assert br.ok and br.sweeps > 0
     np.testing.assert_allclose(br.x, cf.x, rtol=0, atol=1e-6)
     # the excluded players are below the participation threshold τ e^γ <= X_{-n} C_n
     others = cf.total - cf.x
@@ -147,10 +149,14 @@ def test_binding_caps_are_respected_by_the_constrained_iteration():
     free = closed_form_equilibrium(game, tau)
     assert (free.x > game.upper).any()  # the uncapped closed form breaks a cap
     eq = equilibrium(game, tau)
-    assert eq.method == "best_response" and eq.sweeps > 0
+    assert eq.method == "aggregate" and eq.ok
     assert (eq.x <= game.upper).all() and eq.capped.any()
-    # the same fixed point from x = 1, and each amount is its own best response
-    np.testing.assert_allclose(best_response_iteration(game, tau).x, eq.x, rtol=0, atol=1e-9)
+    # the same fixed point by best responses from x = 1 and from the clipped closed form, and
+    # each amount is its own best response
+    for start in ("ones", "closed_form"):
+        br = best_response_iteration(game, tau, start=start)
+        assert br.ok and br.sweeps > 0
+        np.testing.assert_allclose(br.x, eq.x, rtol=0, atol=1e-9)
     np.testing.assert_allclose(best_response(game, eq.x, tau), eq.x, rtol=0, atol=1e-12)
     # KKT of u_n: marginal τ e^γ X_{-n} / X² - C_n is <= 0 at 0, = 0 inside, >= 0 at the cap
     X = eq.total
