@@ -43,7 +43,7 @@ smoke = $(BIN)/snakemake --cores $(CORES) $(1) --config scale=smoke --quiet rule
 test: setup
 	$(STAGE) pytest $(BIN)/python -m pytest -q tests
 	$(STAGE) benchmarks-once $(BIN)/python -m pytest -q benchmarks -p no:cacheprovider --benchmark-disable
-	$(STAGE) dry-run-paper $(BIN)/snakemake -n --cores $(CORES) all --config scale=paper --quiet rules
+	$(STAGE) dry-run-paper $(BIN)/snakemake -n --cores $(CORES) all claims --config scale=paper --quiet rules
 	$(STAGE) data-status $(BIN)/python -m fedbench.data status --scale quick
 	$(STAGE) smoke-quick $(call smoke,quick)
 	$(STAGE) smoke-superfed $(call smoke,superfed superfed_quick)
@@ -52,6 +52,7 @@ test: setup
 	$(STAGE) smoke-fedevg $(call smoke,fedevg fedevg_quick)
 	$(STAGE) smoke-dqnfed $(call smoke,dqnfed dqnfed_quick)
 	$(STAGE) smoke-qffl $(call smoke,qffl qffl_quick)
+	$(STAGE) smoke-claims $(call smoke,claims)
 	$(STAGE) lint $(MAKE) --no-print-directory lint-only
 
 lint-only:

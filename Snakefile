@@ -23,6 +23,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/claims.smk"
 
 
 # The warm worker (fedbench/worker.py) outlives no workflow: it stops once its running jobs end.

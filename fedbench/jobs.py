@@ -206,3 +206,27 @@ def choice(grid, name: str, catalog: dict, scale: str, out: str | Path, log: str
         record = write_choice(output_kind(grid, "tables", name), grid, name, catalog, scale, out)
         for by, groups in record["choices"].items():
             logging.info("%s: %s", by, {g: c["algorithm"] for g, c in groups.items()})
+
+
+def claims_page(
+    work: str, catalog: dict, scale: str, out_file: str | Path, log=None, config_dir="config"
+) -> list:
+    """A work's claims page (.md, .html, .csv beside `out_file`) at `scale`: each claim on the
+    paper's printed values, on the paper grid's runs finished so far, on the quick grid's (the
+    grids in `config_dir`/papers)."""
+    from fedbench.claims import load_claims
+    from fedbench.claims.page import evaluate_work, write_page
+
+    with _job(log, [out_file]):
+        cf = load_claims(work, catalog, Path(config_dir) / "config.yaml")
+        page = evaluate_work(cf, catalog, scale)
+        return write_page(page, Path(out_file).with_suffix(""))
+
+
+def claims_index(pages: list, scale: str, out_file: str | Path, log=None) -> list:
+    """The claims page across works (.md, .html, .csv beside `out_file`), from their pages' CSVs."""
+    from fedbench.claims.page import read_page_csv, write_index
+
+    with _job(log, [out_file]):
+        summary = [read_page_csv(p) for p in pages]
+        return write_index(summary, scale, Path(out_file).with_suffix(""))

@@ -145,13 +145,15 @@ def read_runs(tests: tuple[Test, ...], reads: dict[str, TableRead]) -> Reading:
     def verdict_of(c: Comparison) -> Result:
         bad = sorted({cell.table for cell in c.cells if cell.table in errors})
         if bad:
-            return Result(c.label, NOT_RUN, why="; ".join(f"{t}: {errors[t]}" for t in bad))
+            return Result(c.label, NOT_RUN, why=f"table {', '.join(bad)} not readable")
         return comparison_result(c, values)
 
     verdict, results = _combine_tests(tests, verdict_of)
-    missing = sorted({m for t in tests for x in _tables(t) for m in reads[x].missing})
-    why = f"{len(missing)} run(s) not finished" if missing else ""
-    return Reading(verdict, tuple(results), why)
+    tables = sorted({x for t in tests for x in _tables(t)})
+    missing = sorted({m for x in tables for m in reads[x].missing})
+    why = [f"{x}: {errors[x]}" for x in tables if x in errors]
+    why += [f"{len(missing)} run(s) not finished"] if missing else []
+    return Reading(verdict, tuple(results), "; ".join(why))
 
 
 def _tables(test: Test) -> list[str]:
@@ -195,3 +197,18 @@ def read_grid(grid: Grid, tests: list[Test], catalog: dict, scale: str) -> dict[
     """Every table the tests read, each once."""
     names = sorted({cell.table for t in tests for cell in t.cells})
     return {n: read_table(grid, n, catalog, scale) for n in names}
+
+
+def existing_inputs(grid: Grid, tests: list[Test], catalog: dict, scale: str) -> list[str]:
+    """The files the tests' tables read that exist now (run.yaml, metrics.jsonl, choice files):
+    a claims page reads the runs finished so far and never asks for a run to be made."""
+    from fedbench.grid import output_inputs
+
+    files: list[str] = []
+    for name in sorted({cell.table for t in tests for cell in t.cells}):
+        try:
+            wanted = output_inputs(grid, "tables", name, catalog, scale)
+        except ValueError:  # a selection's choice not made yet: its rows' runs are not named
+            wanted = []
+        files += [f for f in wanted if Path(f).exists()]
+    return list(dict.fromkeys(files))

@@ -179,6 +179,9 @@ def _pairwise(a: Args, t: TableIds, what: str, offset: float, strict: bool) -> T
         raise ClaimError(f"{a.where}.over: {first!r} is compared with itself")
     places = a.ids(within, _valid(t, within), within[:-1], default="all")
     sign = 1.0 if a.choice("better", BETTER, "higher") == "higher" else -1.0
+    what = what.format(
+        above="above" if sign > 0 else "below", below="below" if sign > 0 else "above"
+    )
     of, in_ = a.quantifier("of"), a.quantifier("in")
     groups = []
     for w in places:
@@ -195,7 +198,7 @@ def _pairwise(a: Args, t: TableIds, what: str, offset: float, strict: bool) -> T
         groups.append(Group(f"{within[:-1]} {w}", comps, of))
     text = (
         f"{t.name}: {main} {first} {what} {of} of {others}, in {in_} {within[:-1]} of {places} "
-        f"({'higher' if sign > 0 else 'lower'} is better)"
+        f"(the claim's side: {'higher' if sign > 0 else 'lower'})"
     )
     return Test(tuple(groups), in_, text)
 
@@ -203,19 +206,19 @@ def _pairwise(a: Args, t: TableIds, what: str, offset: float, strict: bool) -> T
 def order(a: Args, t: TableIds) -> Test:
     """Row A better than (above, or below when lower is better) each row of `over`, in
     every/most columns."""
-    return _pairwise(a, t, "better than", 0.0, strict=True)
+    return _pairwise(a, t, "{above}", 0.0, strict=True)
 
 
 def margin(a: Args, t: TableIds) -> Test:
     """Row A better than each row of `over` by at least `by` points."""
     by = a.number("by", minimum=0)
-    return _pairwise(a, t, f"better by >= {by:g} than", by, strict=False)
+    return _pairwise(a, t, f"{{above}} by >= {by:g}", by, strict=False)
 
 
 def not_worse(a: Args, t: TableIds) -> Test:
     """Row A no worse than each row of `over` by more than `tolerance` points."""
     tol = a.number("tolerance", minimum=0)
-    return _pairwise(a, t, f"no worse (tolerance {tol:g}) than", -tol, strict=False)
+    return _pairwise(a, t, f"not {{below}} by more than {tol:g}", -tol, strict=False)
 
 
 def trend(a: Args, t: TableIds) -> Test:

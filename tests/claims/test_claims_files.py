@@ -14,9 +14,8 @@ from fedbench.claims import WORKS, ClaimError, load_claims, read_claims
 from fedbench.claims.evaluate import read_grid, read_printed, read_runs, read_table
 from fedbench.claims.load import quote_found
 from fedbench.claims.stats import FAILS, HOLDS, NO_VALUES, SUPPORTED
-from fedbench.grid import cells, load_grid, output_spec
-from fedbench.io import write_jsonl, write_yaml
-from fedbench.metrics import distribution_pack
+from fedbench.grid import load_grid, output_spec
+from fedbench.io import write_yaml
 from fedbench.papers import load_paper_values
 from fedbench.report.tables import build_table
 
@@ -161,53 +160,8 @@ def test_a_good_claim_reads_and_the_work_must_match_the_file(tmp_path, catalog):
 # --- our runs, read through the table's own spec ------------------------------------------------
 
 
-def _fake_run(run_dir: Path, key, top1: float) -> None:
-    """One finished run whose clients all score `top1` (test sizes 10, 20, 30)."""
-    clients = {"ids": [0, 1, 2], "n": [10, 20, 30], "top1": [top1] * 3, "loss": [1 - top1] * 3}
-    summary = {"global": {m: distribution_pack(clients[m], clients["n"]) for m in ("top1", "loss")}}
-    record = {
-        "round": 40,
-        "status": "ok",
-        "lr": 0.05,
-        "train_loss": 0.5,
-        "clients": {"global": clients},
-        "summary": summary,
-    }
-    write_jsonl(run_dir / "metrics.jsonl", [record])
-    run = {
-        "scale": "quick",
-        "dataset": key.dataset,
-        "partition": key.partition,
-        "model": key.model,
-        "algorithm": key.algorithm,
-        "seed": key.seed,
-    }
-    write_yaml(
-        run_dir / "run.yaml",
-        {
-            "run": run,
-            "status": "ok",
-            "rounds": 40,
-            "standin": False,
-            "spec": {"seed": key.seed},
-            "device": "cpu",
-        },
-    )
-
-
-TOP1 = {"fedavg": 0.60, "fedprox": 0.601, "scaffold": 0.70}
-
-
-def test_our_reading_goes_through_the_table_spec(tmp_path, monkeypatch, catalog):
-    grid = load_grid(GRIDS / "quick.yaml", catalog)
-    cellmap = cells(grid, "tables", "table1", catalog, "quick")
-    monkeypatch.chdir(tmp_path)
-    for (row, col), keys in cellmap.items():
-        for key in keys:
-            if (row, col, key.seed) == ("scaffold", "synthetic", 2):
-                continue  # one run not finished
-            bonus = 0.05 if (row, col) == ("scaffold", "image-shards") else 0.0
-            _fake_run(Path(key.folder("quick")), key, TOP1[row] + bonus + 0.01 * key.seed)
+def test_our_reading_goes_through_the_table_spec(quick_runs, catalog):
+    grid = quick_runs
     read = read_table(grid, "table1", catalog, "quick")
     assert read.values[("scaffold", "image-shards")] == pytest.approx({0: 75.0, 1: 76.0, 2: 77.0})
     assert read.values[("scaffold", "synthetic")] == pytest.approx({0: 70.0, 1: 71.0})
