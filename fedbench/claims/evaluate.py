@@ -71,12 +71,16 @@ class Reading:
 
 def _combine_tests(tests: tuple[Test, ...], verdict_of) -> tuple[str, list[Result]]:
     """Every test must hold; within a test, its groups by its quantifier, each group's
-    comparisons by the group's."""
+    comparisons by the group's. Each result's label starts with its table."""
     results, test_verdicts = [], []
     for test in tests:
         group_verdicts = []
         for group in test.groups:
-            rs = [verdict_of(c) for c in group.comparisons]
+            rs = [
+                dataclasses.replace(r, label=f"{c.cells[0].table}: {r.label}")
+                for c in group.comparisons
+                for r in [verdict_of(c)]
+            ]
             results += rs
             group_verdicts.append(combine([r.verdict for r in rs], group.quantifier))
         test_verdicts.append(combine(group_verdicts, test.quantifier))
