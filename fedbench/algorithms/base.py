@@ -62,6 +62,10 @@ class ClientContext:
     # client's own data outside the step loop (FedCorr's per-sample losses, LID and
     # relabelling). None in bare engine calls.
     split: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None
+    num_test: int = 0  # the client's test-split size (FedEvg's evaluation pass before its upload)
+    # The run's `algorithm` stream keyed by (round, client, *key), for draws a hook makes outside
+    # the step loop (FedEvg's spectral-norm start in `client_begin`); None in bare engine calls.
+    algorithm_stream: Callable[..., torch.Generator] | None = None
 
 
 @dataclass(frozen=True)
@@ -329,6 +333,11 @@ class Algorithm:
         `global` on every client's test split, and the global test set): FedAvg, the global
         model itself; FedCGAN/FedCVAE, the server's classifier trained on generated samples."""
         return apply, global_params
+
+    def global_test_rows(self, n: int, batch_size: int, server_state: State) -> tuple[int, int]:
+        """(k, d): the global test set's metrics cover its first k of n rows and its loss is
+        their summed loss divided by d (FedEvg's release: k = B·⌈M/B⌉, d = n); FedAvg: (n, n)."""
+        return n, n
 
     def artifacts(self, server_state: State) -> dict[str, torch.Tensor]:
         """Tensors of the final server state a run keeps beside its model (artifacts.pt: FedEvg's

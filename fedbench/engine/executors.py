@@ -111,6 +111,8 @@ def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
         num_classes=job.fed.num_classes,
         batch_size=cfg.batch_size,
         split=(job.fed.x, job.fed.y, job.fed.train[cid]),
+        num_test=len(job.fed.test[cid]),
+        algorithm_stream=partial(job.streams.torch_generator, "algorithm", job.round, cid),
     )
 
 

@@ -286,7 +286,13 @@ def evaluate_round(
             summary[protocol] = {
                 key: _pack(res[key], res["n"], key in OPTIONAL_METRICS) for key in keys
             }
-    glob = evaluate_global(g_apply, g_params, fed.x_test, fed.y_test, cfg.eval_batch_size)
+    # The algorithm's share of the global test set: its first `rows`, the loss's sum over / `den`.
+    rows, den = algo.global_test_rows(len(fed.y_test), cfg.batch_size, state.server_state)
+    glob = evaluate_global(
+        g_apply, g_params, fed.x_test[:rows], fed.y_test[:rows], cfg.eval_batch_size
+    )
+    if glob is not None and den != rows:
+        glob["loss"] = glob["loss"] * rows / den
     if glob is not None:
         glob = {k: (_round(v) if k != "n" else v) for k, v in glob.items()}
     out = {"global_test": glob, "clients": clients, "summary": summary}

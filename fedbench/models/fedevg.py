@@ -88,8 +88,9 @@ class SpectralLinear(nn.Linear):
     every forward from the weight passed in, so nothing is stored or mutated and the layer works
     under torch.func.functional_call and vmap. The release instead applies torch's
     `parametrizations.spectral_norm` (src/client/fedevgclient.py:106-107): a persistent power
-    iteration (15 at registration, then one per training forward) estimating sigma_max; a named
-    option "power" reproducing that may come later. "none": a plain Linear.
+    iteration (15 at registration, then one per training forward) estimating sigma_max, which
+    the FedEvg algorithm reproduces on its clients' `head.weight` (`spectral_norm: power`,
+    fedbench/algorithms/fedevg.py), keeping this layer plain. "none": a plain Linear.
     """
 
     def __init__(self, in_features: int, out_features: int, spectral_norm: str = "none"):

@@ -289,9 +289,25 @@ def test_a_tiny_run_refines_the_set_and_evaluates_the_server_classifier():
     assert "global" in last["summary"]
 
 
-def test_both_executors_compute_the_same_rounds():
-    """In float64 the two executors agree over two rounds (uneven last batches, the server step
-    and classifier, the power-iteration spectral norm included): to 1e-5 on the synthetic set
+@pytest.mark.parametrize(
+    "reading",
+    [
+        {},  # the release's: pcd_rows batch, sn_start random, upload_after evaluation, ...
+        {
+            "pcd_rows": "synthetic_batch",
+            "sn_start": "uniform",
+            "upload_after": "training",
+            "groupnorm": "fresh",
+            "server_test": "all",
+        },
+    ],
+    ids=["release", "other"],
+)
+def test_both_executors_compute_the_same_rounds(reading):
+    """In float64 the two executors agree over two rounds (uneven last batches, which read
+    fewer synthetic rows under `pcd_rows: batch`, the server step and classifier, the
+    power-iteration spectral norm with its round-1 and round-2 starts and the test-split
+    iterations before the upload, the inherited GroupNorm included): to 1e-5 on the synthetic set
     and on the server classifier, whose Adam steps normalise tiny gradients (after one round
     they agree to 2e-10 and 2e-9; the second round's clients amplify that, with the power
     estimate's σ a little more than with the exact one: 3e-6 vs 2e-7 on the set). A small β
@@ -300,7 +316,7 @@ def test_both_executors_compute_the_same_rounds():
     clients' runs part after a few steps (the PCD gradient is a difference of two nearly equal
     terms and Adam normalises it, so rounding of the vmapped convolutions grows): that is the
     training's sensitivity, not a second rule."""
-    kw = dict(dtype=torch.float64, beta_start=0.05, beta_end=0.05)
+    kw = dict(dtype=torch.float64, beta_start=0.05, beta_end=0.05, **reading)
     seq, _ = _tiny_run("sequential", **kw)
     vec, _ = _tiny_run("vectorised", **kw)
     torch.testing.assert_close(seq.server_state["x"], vec.server_state["x"], rtol=0, atol=1e-5)
@@ -371,7 +387,7 @@ def test_power_spectral_norm_follows_torchs_parametrisation_forward_by_forward()
     """`spectral_norm: power` is the release's torch.nn.utils.parametrizations.spectral_norm:
     from the same registered (u, v), each training-mode forward takes one power iteration and
     divides by σ = uᵀWv; an eval-mode forward takes none."""
-    from fedbench.algorithms.fedevg import registered_pair
+    from fedbench.algorithms.fedevg import registered_pair, uniform_start
 
     torch.manual_seed(0)
     w = torch.randn(5, 12)
@@ -381,7 +397,7 @@ def test_power_spectral_norm_follows_torchs_parametrisation_forward_by_forward()
         layer.weight.copy_(w)
         layer.bias.copy_(b)
     torch.nn.utils.parametrizations.spectral_norm(layer)
-    pair = registered_pair(w)
+    pair = registered_pair(w, *uniform_start(w), 15)
     sn = layer.parametrizations.weight[0]
     sn._u.copy_(pair["sn_u"])
     sn._v.copy_(pair["sn_v"])
