@@ -148,3 +148,27 @@ def test_data_table_is_the_status_commands():
         "README data table is stale; regenerate it with `fedbench data status --scale paper "
         "--raw /nonexistent --summary`"
     )
+
+
+def test_claims_summary_is_a_fresh_clones(tmp_path, monkeypatch):
+    """The README's claims summary is the table of results/paper/claims/index.md as a fresh clone
+    builds it (no runs here), regenerated from the claims files."""
+    from fedbench.claims import WORKS, load_claims
+    from fedbench.claims.page import evaluate_work, summary_row
+    from fedbench.config import load_catalog
+
+    config = ROOT / "config" / "config.yaml"
+    catalog = load_catalog(config)
+    monkeypatch.chdir(tmp_path)  # run folders are relative: none exists here
+    want = [
+        summary_row(evaluate_work(load_claims(w, catalog, config), catalog, "paper")) for w in WORKS
+    ]
+    lines = README.read_text(encoding="utf-8").splitlines()
+    marker = "<!-- claims-summary:"
+    starts = [i for i, line in enumerate(lines) if line.startswith(marker)]
+    assert len(starts) == 1, f"README.md needs exactly one {marker} ... --> line above its table"
+    shown = _table(lines[starts[0] + 1 :])[1:]
+    assert shown == want, (
+        "README's claims summary is stale: copy the table of results/paper/claims/index.md "
+        f"built on a fresh clone (`snakemake claims`); want rows {want}"
+    )
