@@ -228,9 +228,9 @@ def standardise_train_per_pixel(
             f"standardise_arithmetic must be one of {list(STANDARDISE_ARITHMETIC)}, "
             f"got {arithmetic!r}"
         )
-    px = np.float32(255.0)
-    train = np.multiply(x_train, px, dtype=np.float32).reshape(len(x_train), -1)
-    test = np.multiply(x_test, px, dtype=np.float32).reshape(len(x_test), -1)
+    px, pixels = np.float32(255.0), int(np.prod(x_train.shape[1:]))
+    train = np.multiply(x_train, px, dtype=np.float32).reshape(len(x_train), pixels)
+    test = np.multiply(x_test, px, dtype=np.float32).reshape(len(x_test), pixels)
     mu = np.mean(train, 0)
     sigma = np.std(train, 0)
     denom = sigma + np.float32(EPS_255)
