@@ -50,7 +50,7 @@ def test_a_works_page_gives_each_claim_three_readings(quick_runs, catalog, tmp_p
     assert "95 % CI [" in md and "n = 3, paired over 3 seeds" in md  # the numbers behind a verdict
     rows = list(csv.DictReader(line for line in paths[2].open() if not line.startswith("# ")))
     assert [r["id"] for r in rows] == ["scaffold-helps", "fedprox-within-noise"]
-    assert rows[1]["line"] == "L26-27" and rows[1]["small"] == "supported"
+    assert rows[1]["line"] == "L30-31" and rows[1]["small"] == "supported"
     assert read_page_csv(paths[2]) == summary_row(page)
     index = jobs.claims_index([paths[2]], "quick", tmp_path / "out" / "index.md")
     assert (
