@@ -47,6 +47,7 @@ def test_algorithm_step(benchmark, name):
 
     ctx = ClientContext(
         0, 1, 0.01, 10, num_train=BATCH, num_steps=1, steps_per_epoch=1, pre_loss=1.0,
+        batch_size=BATCH, algorithm_stream=lambda *key: torch.Generator().manual_seed(3),
         apply=apply, fresh=fresh, input_shape=SHAPE, num_classes=NUM_CLASSES,
     )  # fmt: skip
     state = algo.init_client_state(0, g, fresh)
