@@ -17,6 +17,11 @@ A record must say which code made it: a run whose commit is marked `-dirty` (it 
 tree with uncommitted changes) is refused, naming the runs and the fix; `--allow-dirty` writes it
 anyway, and the table's notes then say how many runs are dirty and which commits they name.
 
+`--cells-out CSV` writes what the claims read (fedbench.claims): each cell's value per seed, as
+the table reads it, from the runs finished here (grid, table, scale, row, column, seed, value).
+Committed beside the record as `docs/reproductions/<name>_cells.csv`, it gives a fresh clone's
+claims pages their paper-scale verdicts where the runs themselves are not on the machine.
+
 Per run: its names and seed, status, rounds, wall-clock training seconds and commit (run.yaml),
 and for each protocol the run evaluated, the table's metric/stat (e.g. top1 / wmean) at the final
 round and at the run's best round (with that round). Runs that have not finished are listed with
@@ -26,7 +31,9 @@ status "missing", so the file says what the table is still waiting for.
 from __future__ import annotations
 
 import argparse
+import csv
 import dataclasses
+import io
 import sys
 from pathlib import Path
 
@@ -152,6 +159,9 @@ def main(argv: list[str] | None = None) -> int:
         "--record", default=None, help="an earlier --out: keep its finished runs not found here"
     )
     ap.add_argument(
+        "--cells-out", default=None, help="also write each cell's value per seed (for the claims)"
+    )
+    ap.add_argument(
         "--allow-dirty",
         action="store_true",
         help="write runs made from uncommitted code (-dirty commits), marked in the table's notes",
@@ -194,7 +204,28 @@ def main(argv: list[str] | None = None) -> int:
             [commit for _, commit in dirty],
         )
         print(f"{args.table_out}.md: from {finished} of {total} runs", file=sys.stderr)
+    if args.cells_out:
+        n = write_cells(args.paper, args.table, scale, args.config, args.cells_out)
+        print(f"{args.cells_out}: {n} cell values", file=sys.stderr)
     return 0
+
+
+def write_cells(paper: str, table: str, scale: str, config: str, path: str) -> int:
+    """The table's cells file (`fedbench.claims.evaluate.CELLS_COLUMNS`) from the runs finished
+    here; returns its number of rows."""
+    from fedbench.claims.evaluate import CELLS_COLUMNS, cells_rows
+
+    catalog, grid = _load(paper, config)
+    try:
+        rows = cells_rows(grid, table, catalog, scale)
+    except ValueError as err:
+        raise SystemExit(f"--cells-out: {err}") from None
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=CELLS_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text(path, out.getvalue())
+    return len(rows)
 
 
 if __name__ == "__main__":

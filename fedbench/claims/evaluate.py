@@ -4,11 +4,15 @@ runs at small scale (the quick grid's analogue).
 Our values are read as the tables read them: the grid's table spec (`fedbench.grid.output_spec`,
 the same rows, columns, quantities, round and runs) and `fedbench.report.tables.seed_values`
 (each cell's value per seed, summary columns per seed), restricted to the runs that have
-finished; a computed table (`ComputedTableSpec`) gives exact values.
+finished; a computed table (`ComputedTableSpec`) gives exact values. Where none of a table's runs
+is here, its committed record is read instead (`RECORDS`: a `fedbench record --cells-out` file,
+each cell's value per seed as the table read it when the record was made), and the reading says
+so.
 """
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,17 +33,24 @@ from fedbench.claims.stats import (
 from fedbench.papers import PaperValues
 
 EXACT = None  # the "seed" of a computed (closed-form) value
+# Committed records of paper-scale runs (docs/reproductions/*_cells.csv in a checkout): what a
+# claim reads where a table's runs are not on this machine.
+RECORDS = Path(__file__).resolve().parents[2] / "docs" / "reproductions"
+CELLS_SUFFIX = "_cells.csv"
+CELLS_COLUMNS = ("grid", "table", "scale", "row", "column", "seed", "value")
 
 
 @dataclass(frozen=True)
 class TableRead:
     """One table's values per cell and seed ({EXACT: v} for a computed table), the run folders
-    it still waits for, and why it could not be read at all (`error`)."""
+    it still waits for, why it could not be read at all (`error`), and the committed record
+    its values come from when its runs are not here (`record`)."""
 
     name: str
     values: dict[tuple[str, str], dict[int | None, float]] = field(default_factory=dict)
     missing: tuple[str, ...] = ()
     error: str = ""
+    record: str = ""
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,7 @@ def read_runs(tests: tuple[Test, ...], reads: dict[str, TableRead]) -> Reading:
     tables = sorted({x for t in tests for x in _tables(t)})
     missing = sorted({m for x in tables for m in reads[x].missing})
     why = [f"{x}: {errors[x]}" for x in tables if x in errors]
+    why += [f"{x} from the committed record {reads[x].record}" for x in tables if reads[x].record]
     why += [f"{len(missing)} run(s) not finished"] if missing else []
     return Reading(verdict, tuple(results), "; ".join(why))
 
@@ -164,24 +176,30 @@ def _tables(test: Test) -> list[str]:
     return sorted({cell.table for cell in test.cells})
 
 
-def read_table(grid: Grid, name: str, catalog: dict, scale: str) -> TableRead:
+def read_table(
+    grid: Grid, name: str, catalog: dict, scale: str, records: Path | None = None
+) -> TableRead:
     """One grid table's values per cell and seed, from its finished runs, through the table's
-    own spec and `seed_values`; the folders of runs not finished are listed in `missing`."""
+    own spec and `seed_values`; the folders of runs not finished are listed in `missing`. With
+    none of its runs here, the table's committed record in `records` (if any) is read instead."""
     from fedbench.grid import output_spec
     from fedbench.report.collect import RunDataError
     from fedbench.report.computed import ComputedTableSpec
     from fedbench.report.layout import LayoutError
     from fedbench.report.tables import TableSpec, seed_values
 
+    kept = None if records is None else recorded_cells(records, grid.name, name, scale)
     try:
         spec = output_spec(grid, "tables", name, catalog, scale)
     except ValueError as err:  # a selection's choice not made yet (ChoicePending), ...
-        return TableRead(name, error=str(err).splitlines()[0])
+        return kept or TableRead(name, error=str(err).splitlines()[0])
     if isinstance(spec, ComputedTableSpec):
         return TableRead(name, {cell: {EXACT: float(v)} for cell, v in spec.values.items()})
     if not isinstance(spec, TableSpec):
         return TableRead(name, error=f"{type(spec).__name__} is not a table of cells")
     done = {cell: [d for d in dirs if _finished(d)] for cell, dirs in spec.cells.items()}
+    if kept is not None and not any(done.values()):
+        return kept
     missing = tuple(
         str(d) for cell, dirs in spec.cells.items() for d in dirs if d not in done[cell]
     )
@@ -197,10 +215,63 @@ def _finished(run_dir: Path) -> bool:
     return (Path(run_dir) / "run.yaml").exists() and (Path(run_dir) / "metrics.jsonl").exists()
 
 
-def read_grid(grid: Grid, tests: list[Test], catalog: dict, scale: str) -> dict[str, TableRead]:
-    """Every table the tests read, each once."""
+def read_grid(
+    grid: Grid, tests: list[Test], catalog: dict, scale: str, records: Path | None = RECORDS
+) -> dict[str, TableRead]:
+    """Every table the tests read, each once (from its committed record where none of its runs
+    is here)."""
     names = sorted({cell.table for t in tests for cell in t.cells})
-    return {n: read_table(grid, n, catalog, scale) for n in names}
+    return {n: read_table(grid, n, catalog, scale, records) for n in names}
+
+
+def record_files(records: Path | None) -> list[Path]:
+    """The committed cells files in `records` (none where the folder is absent)."""
+    if records is None or not Path(records).is_dir():
+        return []
+    return sorted(Path(records).glob(f"*{CELLS_SUFFIX}"))
+
+
+def recorded_cells(records: Path, grid: str, table: str, scale: str) -> TableRead | None:
+    """One table's values per cell and seed from the cells file in `records` that holds it, or
+    None. A file holds one grid table at one scale (`fedbench record --cells-out`)."""
+    for path in record_files(records):
+        with open(path, newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        if not rows or set(CELLS_COLUMNS) - set(rows[0]):
+            raise ValueError(
+                f"{path}: not a cells record (columns {', '.join(CELLS_COLUMNS)} expected); "
+                f"rewrite it with `fedbench record ... --cells-out {path}`"
+            )
+        if (rows[0]["grid"], rows[0]["table"], rows[0]["scale"]) != (grid, table, scale):
+            continue
+        values: dict[tuple[str, str], dict[int | None, float]] = {}
+        for r in rows:
+            values.setdefault((r["row"], r["column"]), {})[int(r["seed"])] = float(r["value"])
+        return TableRead(table, values, record=_shown(path))
+    return None
+
+
+def _shown(path: Path) -> str:
+    """A record's path as the page prints it (relative to the checkout when inside it)."""
+    try:
+        return str(Path(path).resolve().relative_to(RECORDS.parents[1]))
+    except ValueError:
+        return str(path)
+
+
+def cells_rows(grid: Grid, name: str, catalog: dict, scale: str) -> list[dict[str, object]]:
+    """A table's cells file rows (`CELLS_COLUMNS`) from the runs finished here: each cell's value
+    per seed as the table reads it."""
+    read = read_table(grid, name, catalog, scale)
+    if read.error:
+        raise ValueError(f"{grid.name} {name}: {read.error}")
+    return [
+        {"grid": grid.name, "table": name, "scale": scale, "row": row, "column": col}
+        | {"seed": seed, "value": repr(float(value))}  # every digit: the record's verdicts are ours
+        for (row, col), per_seed in read.values.items()
+        for seed, value in sorted(per_seed.items(), key=lambda kv: (kv[0] is None, kv[0]))
+        if seed is not EXACT
+    ]
 
 
 def existing_inputs(grid: Grid, tests: list[Test], catalog: dict, scale: str) -> list[str]:

@@ -414,13 +414,13 @@ CLAIMS_OUT = "results/{scale}/claims"
 
 
 def page_inputs(work: str, catalog: dict, scale: str, config_dir="config") -> list[str]:
-    """The work's claims file and the run and choice files its tables read that exist now: a page
-    reads the runs finished so far and never asks for a run to be made."""
-    from fedbench.claims.evaluate import existing_inputs
+    """The work's claims file, the committed records, and the run and choice files its tables read
+    that exist now: a page reads the runs finished so far and never asks for a run to be made."""
+    from fedbench.claims.evaluate import RECORDS, existing_inputs, record_files
     from fedbench.claims.load import load_claims
 
     cf = load_claims(work, catalog, Path(config_dir) / "config.yaml")
-    files = [str(cf.path)]
+    files = [str(cf.path), *(str(p) for p in record_files(RECORDS))]
     for grid, tests, at in (
         (cf.paper_grid, [t for c in cf.claims for t in c.checks], scale),
         (cf.quick_grid, [t for c in cf.claims for t in c.quick], small_scale(scale)),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fedbench import jobs
 from fedbench.claims import load_claims
-from fedbench.claims.evaluate import existing_inputs
+from fedbench.claims.evaluate import RECORDS, existing_inputs, record_files
 from fedbench.claims.page import (
     TEST_SENTENCE,
     evaluate_work,
@@ -77,7 +77,8 @@ def test_a_page_waits_only_for_files_that_exist(quick_runs, catalog):
     assert files and all(Path(f).exists() for f in files)
     assert len(files) == 2 * (27 - 1)  # run.yaml and metrics.jsonl of 26 finished runs
     inputs = page_inputs("quick", catalog, "quick", config_dir=ROOT / "config")
-    assert inputs == [str(cf.path), *files]
+    records = [str(p) for p in record_files(RECORDS)]  # a committed record changes every page
+    assert inputs == [str(cf.path), *records, *files]
     # at paper scale the quick work reads the quick grid at scale quick; nothing else exists
     assert page_inputs("quick", catalog, "paper", config_dir=ROOT / "config") == inputs
     targets = page_targets("smoke")

@@ -1,0 +1,86 @@
+"""Claims from committed records: `fedbench record --cells-out` writes each cell's value per seed
+as the table reads it, and a claims page reads that file where none of the table's runs is here
+(a fresh clone's paper-scale verdicts)."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fedbench import record
+from fedbench.claims import load_claims
+from fedbench.claims.evaluate import (
+    CELLS_COLUMNS,
+    read_grid,
+    read_runs,
+    read_table,
+    recorded_cells,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "config" / "config.yaml"
+
+
+def _record(tmp_path: Path) -> Path:
+    """The quick grid's table1 recorded by the CLI from the fake runs under the working dir."""
+    folder = tmp_path / "records"
+    folder.mkdir()
+    cells = folder / "quick_table1_cells.csv"
+    argv = ["quick", "table1", "--scale", "quick", "--config", str(CONFIG)]
+    assert record.main([*argv, "--out", str(tmp_path / "runs.csv"), "--cells-out", str(cells)]) == 0
+    return cells
+
+
+def test_the_cells_file_holds_each_finished_runs_value_as_the_table_reads_it(
+    quick_runs, catalog, tmp_path
+):
+    cells = _record(tmp_path)
+    with open(cells, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert tuple(rows[0]) == CELLS_COLUMNS
+    by_key = {(r["row"], r["column"], r["seed"]): float(r["value"]) for r in rows}
+    # conftest: every client of a run scores TOP1[row] (+0.05 for SCAFFOLD on 2 shards) + 0.01
+    # per seed; the table prints percent; SCAFFOLD's seed 2 on Synthetic never finished.
+    assert by_key[("fedavg", "synthetic", "1")] == pytest.approx(61.0)
+    assert by_key[("scaffold", "image-shards", "2")] == pytest.approx(77.0)
+    assert ("scaffold", "synthetic", "2") not in by_key
+    assert {r["grid"] for r in rows} == {"quick"} and {r["scale"] for r in rows} == {"quick"}
+    live = read_table(quick_runs, "table1", catalog, "quick")
+    assert sum(len(v) for v in live.values.values()) == len(rows)
+
+
+def test_without_the_runs_a_claim_reads_the_record_and_says_so(quick_runs, catalog, tmp_path):
+    cells = _record(tmp_path)
+    cf = load_claims("quick", catalog, CONFIG)
+    tests = [t for c in cf.claims for t in c.quick]
+    live = read_grid(quick_runs, tests, catalog, "quick", records=cells.parent)
+    assert not live["table1"].record  # the runs are here: they are read, not the record
+    shutil.rmtree(Path("results"))  # a fresh clone: no runs, the committed record only
+    kept = read_grid(quick_runs, tests, catalog, "quick", records=cells.parent)
+    assert kept["table1"].record.endswith("quick_table1_cells.csv")
+    assert kept["table1"].values == live["table1"].values  # every digit kept
+    for claim in cf.claims:
+        was, now = read_runs(claim.quick, live), read_runs(claim.quick, kept)
+        assert now.verdict == was.verdict == "supported"
+        assert [r.interval for r in now.results] == [r.interval for r in was.results]
+        assert "from the committed record" in now.why
+    gone = read_grid(quick_runs, tests, catalog, "quick", records=tmp_path / "nowhere")
+    assert read_runs(cf.claims[0].quick, gone).verdict == "not run"
+
+
+def test_a_record_of_another_grid_table_or_scale_is_not_read(quick_runs, catalog, tmp_path):
+    cells = _record(tmp_path)
+    assert recorded_cells(cells.parent, "quick", "table1", "quick") is not None
+    assert recorded_cells(cells.parent, "quick", "table1", "paper") is None
+    assert recorded_cells(cells.parent, "quick", "table2", "quick") is None
+    assert recorded_cells(cells.parent, "superfed", "table1", "quick") is None
+
+
+def test_a_malformed_cells_file_names_itself_and_the_fix(tmp_path):
+    bad = tmp_path / "x_cells.csv"
+    bad.write_text("table,row,value\ntable1,fedavg,1.0\n")
+    with pytest.raises(ValueError, match=r"x_cells\.csv: not a cells record.*--cells-out"):
+        recorded_cells(tmp_path, "quick", "table1", "quick")
