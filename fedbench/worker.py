@@ -50,6 +50,7 @@ PRELOAD = (
     "torch",
     "torch._dynamo",
     "torch.func",
+    "torchvision.models.resnet",  # ResNet18GN's blocks (imported where the network is built)
     "scipy.linalg",
     "scipy.optimize",
     "scipy.signal",

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from torchvision.models.resnet import BasicBlock, conv1x1
 
 STEMS = ("cifar", "imagenet")
 BLOCKS_PER_STAGE = 2  # ResNet-18: [2, 2, 2, 2]
@@ -37,6 +36,10 @@ class ResNet18GN(nn.Module):
         stem: str = "cifar",
         widths: tuple[int, int, int, int] = (64, 128, 256, 512),
     ):
+        # torchvision where a network is built, not at import: the catalog's validation (every
+        # Snakemake start) looks models up, and torchvision costs ~3 s of imports there.
+        from torchvision.models.resnet import BasicBlock, conv1x1
+
         super().__init__()
         channels = _check(input_shape, groups, stem, widths)
         self.groups = groups
