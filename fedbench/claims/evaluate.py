@@ -269,8 +269,7 @@ def cells_rows(grid: Grid, name: str, catalog: dict, scale: str) -> list[dict[st
         {"grid": grid.name, "table": name, "scale": scale, "row": row, "column": col}
         | {"seed": seed, "value": repr(float(value))}  # every digit: the record's verdicts are ours
         for (row, col), per_seed in read.values.items()
-        for seed, value in sorted(per_seed.items(), key=lambda kv: (kv[0] is None, kv[0]))
-        if seed is not EXACT
+        for seed, value in sorted((s, v) for s, v in per_seed.items() if s is not EXACT)
     ]
 
 
