@@ -1,4 +1,4 @@
-# fedbench: the two quick-start commands are `make quick` and `make test`; both are idempotent.
+# fedbench: the quick-start commands are `make setup`, `make quick` and `make test`; all are idempotent.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
