@@ -103,13 +103,29 @@ def state(source: Any, raw_dir: Path, mode: str) -> tuple[str, str]:
     if source.present(raw_dir):
         return PRESENT, f"{raw_dir}/MANIFEST.json (SHA-256 at fetch; sizes match now)"
     if source.needs_manual_step():
-        places = "; ".join(f"{p} <- {url}" for p, url in source.manual_files(raw_dir))
-        return MANUAL, places
+        return MANUAL, manual_places(source.manual_files(raw_dir))
     how = source.fetch_route()
     offline = source.offline_dir() if source.available_offline() else None
     if offline is not None and "offline" not in how:
         how += f"; offline copy in {offline}"
     return FETCHABLE, how
+
+
+def manual_places(files: list[tuple[Path, str]]) -> str:
+    """Where each hand-fetched file goes and where it comes from, each source or note said once
+    (Clothing1M's 18 files share one: `folder/{a, b, ...} <- where`)."""
+    by_where: dict[str, list[Path]] = {}
+    for path, where in files:
+        by_where.setdefault(where, []).append(Path(path))
+    parts = []
+    for where, paths in by_where.items():
+        if len(paths) == 1:
+            parts.append(f"{paths[0]} <- {where}")
+            continue
+        folder = Path(os.path.commonpath([p.parent for p in paths]))
+        names = ", ".join(str(p.relative_to(folder)) for p in paths)
+        parts.append(f"{folder}/{{{names}}} <- {where}")
+    return "; ".join(parts)
 
 
 def rows(

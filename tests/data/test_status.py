@@ -95,6 +95,17 @@ def test_each_state_with_how(setup):
     assert {r.scale for r in rows.values() if r.dataset != "odd"} == {"paper"}
 
 
+def test_files_from_one_place_name_it_once(tmp_path):
+    """Clothing1M's 18 files come from one request to its authors: one line, not 18."""
+    where = "https://example.org/request (on request: email the authors)"
+    files = [(tmp_path / "c1m" / n, where) for n in ("a.txt", "b.txt", "images/0")]
+    files.append((tmp_path / "c1m" / "x.csv", "https://example.org/x.csv"))
+    assert status.manual_places(files) == (
+        f"{tmp_path / 'c1m'}/{{a.txt, b.txt, images/0}} <- {where}; "
+        f"{tmp_path / 'c1m' / 'x.csv'} <- https://example.org/x.csv"
+    )
+
+
 def test_a_changed_size_is_no_longer_present(setup):
     config, raw = setup
     (raw / "here" / "a.bin").write_bytes(b"123456")
