@@ -188,18 +188,20 @@ def read_table(
     from fedbench.report.layout import LayoutError
     from fedbench.report.tables import TableSpec, seed_values
 
-    kept = None if records is None else recorded_cells(records, grid.name, name, scale)
+    def kept() -> TableRead | None:  # the committed record, read only where the runs are absent
+        return None if records is None else recorded_cells(records, grid.name, name, scale)
+
     try:
         spec = output_spec(grid, "tables", name, catalog, scale)
     except ValueError as err:  # a selection's choice not made yet (ChoicePending), ...
-        return kept or TableRead(name, error=str(err).splitlines()[0])
+        return kept() or TableRead(name, error=str(err).splitlines()[0])
     if isinstance(spec, ComputedTableSpec):
         return TableRead(name, {cell: {EXACT: float(v)} for cell, v in spec.values.items()})
     if not isinstance(spec, TableSpec):
         return TableRead(name, error=f"{type(spec).__name__} is not a table of cells")
     done = {cell: [d for d in dirs if _finished(d)] for cell, dirs in spec.cells.items()}
-    if kept is not None and not any(done.values()):
-        return kept
+    if not any(done.values()) and (record := kept()) is not None:
+        return record
     missing = tuple(
         str(d) for cell, dirs in spec.cells.items() for d in dirs if d not in done[cell]
     )
