@@ -9,9 +9,11 @@ missing, for recording a grid that spans several sittings before `snakemake` can
 `--record CSV` (an earlier `--out` of the same table and scale, often the same file) carries runs
 across machines: a run whose directory is not here but which the record lists as finished keeps
 its record row in `--out` (source "record") and enters the table with its recorded final and
-best-round values (enough for tables with `round: final` or `round: best`; a table that needs
-more of a run, e.g. a per-client spread, refuses it). The table's notes say how many runs came
-from the record.
+best-round values, and the final round's every stat and per-client value (`final_detail`):
+enough for any `round: final` table (spreads, tails, per-client columns) and for a `round: best`
+table of its own quantity (one that reads another stat at the best round refuses the record).
+The table's notes say how many runs came from the record; `--cells-out` reads them too, so a
+table's runs can be made over several sittings, each committing its record.
 
 A record must say which code made it: a run whose commit is marked `-dirty` (it ran on a working
 tree with uncommitted changes) is refused, naming the runs and the fix; `--allow-dirty` writes it
@@ -107,11 +109,18 @@ def write_partial_table(
             "a cell's n says how many seeds it averages"
         )
     records = {run.info["recorded_in"] for run in from_record.values()}
+    if from_record and spec.round == "best":
+        _best_round_from_record(spec, paper, table)
     if from_record:
         notes.append(
             f"{len(from_record)} of the {finished} runs read from the run record "
             f"{', '.join(sorted(records))} (finished on another machine or sitting; their "
             "directories are not here): their recorded final and best-round values"
+            + (
+                ", and their final round's every stat and client value"
+                if spec.round == "final"
+                else ""
+            )
         )
     if dirty:
         notes.append(dirty_note(dirty))
@@ -119,6 +128,24 @@ def write_partial_table(
     preloaded = {Path(p): run for p, run in from_record.items()}
     write_table(build_table(spec, load_paper_values(paper), preloaded), spec, Path(prefix))
     return finished, total
+
+
+def _best_round_from_record(spec, paper: str, table: str) -> None:
+    """A record holds each run's best round of the table's own quantity only: a `round: best`
+    table whose cells read another quantity, or a spread at that round, cannot take its runs."""
+    from fedbench.report.layout import cell_quantities
+
+    own = (spec.metric, spec.stat)
+    other = sorted(
+        {f"{q.metric}/{q.stat}" for q in cell_quantities(spec).values()} - {"/".join(own)}
+    )
+    if other or spec.spread:
+        needs = ", ".join(other + ([f"spread {spec.spread}"] if spec.spread else []))
+        raise SystemExit(
+            f"{paper} {table}: a round: best table that reads {needs} at each run's best round "
+            "cannot be built from a run record (it keeps the best round of "
+            f"{own[0]}/{own[1]} only); build it where the runs are, or without --record"
+        )
 
 
 DIRTY = "-dirty"
@@ -205,19 +232,26 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"{args.table_out}.md: from {finished} of {total} runs", file=sys.stderr)
     if args.cells_out:
-        n = write_cells(args.paper, args.table, scale, args.config, args.cells_out)
+        n = write_cells(args.paper, args.table, scale, args.config, args.cells_out, recorded)
         print(f"{args.cells_out}: {n} cell values", file=sys.stderr)
     return 0
 
 
-def write_cells(paper: str, table: str, scale: str, config: str, path: str) -> int:
+def write_cells(
+    paper: str,
+    table: str,
+    scale: str,
+    config: str,
+    path: str,
+    recorded: dict[Path, RunData] | None = None,
+) -> int:
     """The table's cells file (`fedbench.claims.evaluate.CELLS_COLUMNS`) from the runs finished
-    here; returns its number of rows."""
+    here and those `recorded` (from --record) whose folders are absent; returns its rows."""
     from fedbench.claims.evaluate import CELLS_COLUMNS, cells_rows
 
     catalog, grid = _load(paper, config)
     try:
-        rows = cells_rows(grid, table, catalog, scale)
+        rows = cells_rows(grid, table, catalog, scale, recorded)
     except ValueError as err:
         raise SystemExit(f"--cells-out: {err}") from None
     out = io.StringIO()

@@ -16,6 +16,7 @@ import csv
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from fedbench.cells import Grid
 from fedbench.claims.forms import Cell, Comparison, Test
@@ -177,11 +178,18 @@ def _tables(test: Test) -> list[str]:
 
 
 def read_table(
-    grid: Grid, name: str, catalog: dict, scale: str, records: Path | None = None
+    grid: Grid,
+    name: str,
+    catalog: dict,
+    scale: str,
+    records: Path | None = None,
+    recorded: dict[Path, Any] | None = None,
 ) -> TableRead:
     """One grid table's values per cell and seed, from its finished runs, through the table's
     own spec and `seed_values`; the folders of runs not finished are listed in `missing`. With
-    none of its runs here, the table's committed record in `records` (if any) is read instead."""
+    none of its runs here, the table's committed record in `records` (if any) is read instead.
+    `recorded`: runs rebuilt from a run record (`fedbench.record --record`), by folder, read
+    where their folder is not here."""
     from fedbench.grid import output_spec
     from fedbench.report.collect import RunDataError
     from fedbench.report.computed import ComputedTableSpec
@@ -199,14 +207,18 @@ def read_table(
         return TableRead(name, {cell: {EXACT: float(v)} for cell, v in spec.values.items()})
     if not isinstance(spec, TableSpec):
         return TableRead(name, error=f"{type(spec).__name__} is not a table of cells")
-    done = {cell: [d for d in dirs if _finished(d)] for cell, dirs in spec.cells.items()}
+    recorded = {Path(d): run for d, run in (recorded or {}).items() if not _finished(d)}
+    done = {
+        cell: [d for d in dirs if _finished(d) or Path(d) in recorded]
+        for cell, dirs in spec.cells.items()
+    }
     if not any(done.values()) and (record := kept()) is not None:
         return record
     missing = tuple(
         str(d) for cell, dirs in spec.cells.items() for d in dirs if d not in done[cell]
     )
     try:
-        values = seed_values(dataclasses.replace(spec, cells=done))
+        values = seed_values(dataclasses.replace(spec, cells=done), recorded)
     except (RunDataError, LayoutError) as err:
         return TableRead(name, missing=missing, error=str(err).splitlines()[0])
     return TableRead(name, values, missing)
@@ -261,10 +273,13 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def cells_rows(grid: Grid, name: str, catalog: dict, scale: str) -> list[dict[str, object]]:
-    """A table's cells file rows (`CELLS_COLUMNS`) from the runs finished here: each cell's value
+def cells_rows(
+    grid: Grid, name: str, catalog: dict, scale: str, recorded: dict[Path, Any] | None = None
+) -> list[dict[str, object]]:
+    """A table's cells file rows (`CELLS_COLUMNS`) from the runs finished here (and those
+    `recorded`, rebuilt from a run record, where their folders are absent): each cell's value
     per seed as the table reads it."""
-    read = read_table(grid, name, catalog, scale)
+    read = read_table(grid, name, catalog, scale, recorded=recorded)
     if read.error:
         raise ValueError(f"{grid.name} {name}: {read.error}")
     return [

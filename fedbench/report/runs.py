@@ -6,6 +6,7 @@ here read run directories and record files only.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -61,11 +62,33 @@ def summarise_runs(
             best = series.idxmax() if maximises(metric, stat) else series.idxmin()
             row[f"{protocol}_{metric}_{stat}_best"] = float(series[best])
             row[f"{protocol}_best_round"] = int(best)
+            detail = final_detail(run.ok_records[-1], protocol, metric)
+            if detail is not None:
+                row[f"{protocol}_{metric}_final_detail"] = detail
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 RECORD_STATUSES = ("ok", "diverged")
+
+
+def final_detail(record: dict, protocol: str, metric: str) -> str | None:
+    """The final round's whole account of one protocol/metric, as compact JSON: its summary
+    pack (every stat: mean, std, ...) and each client's value with its id and size. A record
+    row carrying it rebuilds every `round: final` column of the run, not only the table's own
+    stat: the spread, the q-FFL tails, Angle/KL and the per-client columns (DQN-Fed's Table 9)."""
+    summary = ((record.get("summary") or {}).get(protocol) or {}).get(metric)
+    clients = (record.get("clients") or {}).get(protocol) or {}
+    if summary is None and metric not in clients:
+        return None
+    detail: dict = {"summary": summary or {}}
+    if metric in clients:
+        detail["clients"] = {
+            "ids": clients.get("ids", []),
+            "n": clients.get("n", []),
+            "values": clients[metric],
+        }
+    return json.dumps(detail, separators=(",", ":"), sort_keys=True)
 
 
 def read_record(path: str | Path, scale: str, run_dirs: list[Path]) -> dict[Path, pd.Series]:
@@ -102,13 +125,16 @@ def recorded_run(
     row: pd.Series, run_dir: Path, scale: str, metric: str, stat: str, record: Path
 ) -> RunData:
     """A run rebuilt from its record row: for each protocol, the recorded value at the best round
-    and at the last evaluated round, so `round: best` and `round: final` read what the run read."""
+    and at the last evaluated round, so `round: best` and `round: final` read what the run read;
+    where the row has the final round's detail (`final_detail`), that round's every stat and
+    per-client value too, so any `round: final` column reads what the run read."""
     suffix = f"_{metric}_{stat}_best"
     protocols = [c.removesuffix(suffix) for c in row.index if c.endswith(suffix)]
     # The last evaluated round ("rounds", the rounds completed, in records written before it).
     last = row.get("last_round")
     last = int(row["rounds"] if last is None or pd.isna(last) else last)
     points: dict[int, dict] = {}
+    clients: dict[int, dict] = {}
     for protocol in protocols:
         best = row[f"{protocol}{suffix}"]
         final = row[f"{protocol}_{metric}_{stat}_final"]
@@ -122,6 +148,9 @@ def recorded_run(
                     f"round but its best {best} differs from its final {final}"
                 )
             points[round_][protocol] = {metric: {stat: float(value)}}
+        detail = row.get(f"{protocol}_{metric}_final_detail")
+        if isinstance(detail, str):
+            _add_detail(points, clients, last, protocol, metric, stat, detail, run_dir, record)
     diverged = row.get("diverged_round")
     info = {
         "run": {"scale": scale, **_key(run_dir)},
@@ -135,8 +164,35 @@ def recorded_run(
         "eval_protocols": [p for p in protocols if any(p in v for v in points.values())],
         "recorded_in": str(record),
     }
-    records = [{"round": r, "status": "ok", "summary": points[r]} for r in sorted(points)]
+    records = [
+        {"round": r, "status": "ok", "summary": points[r], "clients": clients.get(r, {})}
+        for r in sorted(points)
+    ]
     return RunData(run_dir=Path(run_dir), info=info, records=records)
+
+
+def _add_detail(points, clients, last, protocol, metric, stat, detail, run_dir, record):
+    """Put one recorded final-round detail into the rebuilt run's last round (in place)."""
+    where = f"--record {record}: {run_dir}: {protocol}_{metric}_final_detail"
+    try:
+        parsed = json.loads(detail)
+        summary = {str(k): float(v) for k, v in dict(parsed.get("summary", {})).items()}
+        got = parsed.get("clients")
+        if got is not None:
+            ids, ns, values = (list(got[k]) for k in ("ids", "n", "values"))
+            if not len(ids) == len(ns) == len(values):
+                raise ValueError(f"{len(ids)} ids, {len(ns)} sizes, {len(values)} values")
+    except (ValueError, TypeError, KeyError, AttributeError) as err:
+        raise SystemExit(f"{where}: not the detail this tool writes ({err})") from None
+    have = points.get(last, {}).get(protocol, {}).get(metric, {})
+    # The row's values are rounded to 6 decimals (the record's CSV); the detail's are as run.
+    if stat in have and stat in summary and abs(summary[stat] - have[stat]) > 1e-6:
+        raise SystemExit(
+            f"{where}: its {stat} {summary[stat]} differs from the row's final value {have[stat]}"
+        )
+    points.setdefault(last, {}).setdefault(protocol, {})[metric] = {**have, **summary}
+    if got is not None:
+        clients.setdefault(last, {})[protocol] = {"ids": ids, "n": ns, metric: values}
 
 
 def merge_record(frame: pd.DataFrame, recorded: dict[Path, pd.Series], dirs: list[Path]):

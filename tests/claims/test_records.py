@@ -84,3 +84,23 @@ def test_a_malformed_cells_file_names_itself_and_the_fix(tmp_path):
     bad.write_text("table,row,value\ntable1,fedavg,1.0\n")
     with pytest.raises(ValueError, match=r"x_cells\.csv: not a cells record.*--cells-out"):
         recorded_cells(tmp_path, "quick", "table1", "quick")
+
+
+def test_a_tables_cells_carry_over_sittings_through_the_run_record(quick_runs, catalog, tmp_path):
+    """Runs made in two sittings: the second has only the first's run record, yet its cells file
+    equals the one written where every run is (`--record` runs enter `--cells-out`)."""
+    argv = ["quick", "table1", "--scale", "quick", "--config", str(CONFIG)]
+    whole = _record(tmp_path)
+    assert record.main([*argv, "--out", "first.csv"]) == 0
+    shutil.rmtree("results/quick/runs/synthetic-1-1")  # the second sitting: those runs' folders gone
+    again = tmp_path / "again.csv"
+    assert (
+        record.main(
+            [*argv, "--out", "second.csv", "--record", "first.csv", "--cells-out", str(again)]
+        )
+        == 0
+    )
+    assert again.read_text() == whole.read_text()
+    without = tmp_path / "without.csv"
+    assert record.main([*argv, "--out", "third.csv", "--cells-out", str(without)]) == 0
+    assert len(without.read_text().splitlines()) < len(whole.read_text().splitlines())

@@ -197,3 +197,63 @@ def test_a_run_from_a_dirty_tree_is_refused_unless_allowed(tmp_path, monkeypatch
     shutil.copytree(make(seed=1, git_commit=clean), dirs[0].parent / "seed1")
     main(args)
     assert "DIRTY" not in (tmp_path / "t.md").read_text()
+
+
+def test_a_recorded_run_carries_its_final_round_whole(runs):
+    """With the final round's detail a record rebuilds every round: final column of the run, not
+    only the table's own stat: the spread, the q-FFL tails, Angle and each client's own value."""
+    from types import SimpleNamespace
+
+    from fedbench.report.layout import Quantity
+    from fedbench.report.runs import recorded_run
+    from fedbench.report.tables import run_value
+
+    run_dir = runs["avg1"]
+    row = summarise_runs([run_dir], "top1", "mean", "quick").iloc[0]
+    assert isinstance(row["global_top1_final_detail"], str)
+    rebuilt = recorded_run(row, run_dir, "quick", "top1", "mean", "r.csv")
+    run, final = load_run(run_dir), SimpleNamespace(round="final")
+    for stat in ("mean", "wmean", "std", "worst10_qffl", "best10_qffl", "angle", "client2"):
+        q = Quantity("top1", "global", stat)
+        assert run_value(rebuilt, final, q) == run_value(run, final, q), stat
+    # by hand: seed 1 ends at 0.74 (conftest CURVES), client 2 at +0.05 (OFFSETS)
+    assert run_value(rebuilt, final, Quantity("top1", "global", "client2"))[0] == pytest.approx(
+        0.79
+    )
+    # Without the detail (a record written before it), a per-client column is refused by name.
+    bare = recorded_run(
+        row.drop("global_top1_final_detail"), run_dir, "quick", "top1", "mean", "r.csv"
+    )
+    from fedbench.report.collect import RunDataError
+
+    with pytest.raises(RunDataError, match="no global/top1 value of client 2"):
+        run_value(bare, final, Quantity("top1", "global", "client2"))
+
+
+def test_a_damaged_final_detail_is_refused_naming_the_run(runs):
+    from fedbench.report.runs import recorded_run
+
+    row = summarise_runs([runs["avg0"]], "top1", "mean", "quick").iloc[0].copy()
+    for bad, why in (("{not json", "not the detail"), ('{"summary": {"mean": 0.1}}', "differs")):
+        row["global_top1_final_detail"] = bad
+        with pytest.raises(SystemExit, match=f"global_top1_final_detail: .*{why}"):
+            recorded_run(row, runs["avg0"], "quick", "top1", "mean", "r.csv")
+
+
+def test_a_best_round_table_reading_more_than_its_own_stat_refuses_a_record(tmp_path, monkeypatch):
+    """A record keeps each run's best round of the table's own quantity only."""
+    import dataclasses
+    from pathlib import Path
+
+    from fedbench.config import load_catalog
+    from fedbench.grid import load_grid, output_spec
+    from fedbench.record import _best_round_from_record
+
+    config = Path(__file__).resolve().parents[2] / "config"
+    catalog = load_catalog(str(config / "config.yaml"))
+    grid = load_grid(config / "papers" / "pfedbred_quick.yaml", catalog)
+    name = next(n for n, t in grid.outputs("tables").items() if t.get("round") == "best")
+    spec = output_spec(grid, "tables", name, catalog, "quick")
+    _best_round_from_record(spec, "pfedbred_quick", name)  # its own quantity only: fine
+    with pytest.raises(SystemExit, match="spread std at each run's best round"):
+        _best_round_from_record(dataclasses.replace(spec, spread="std"), "pfedbred_quick", name)
