@@ -13,7 +13,10 @@ best-round values, and the final round's every stat and per-client value (`final
 enough for any `round: final` table (spreads, tails, per-client columns) and for a `round: best`
 table of its own quantity (one that reads another stat at the best round refuses the record).
 The table's notes say how many runs came from the record; `--cells-out` reads them too, so a
-table's runs can be made over several sittings, each committing its record.
+table's runs can be made over several sittings, each committing its record. `--choice-out`
+(a selection table, with every run here or recorded) writes the choice file the workflow's
+`choice` checkpoint writes, so the chosen rows' runs can be made without re-making the
+selection.
 
 A record must say which code made it: a run whose commit is marked `-dirty` (it ran on a working
 tree with uncommitted changes) is refused, naming the runs and the fix; `--allow-dirty` writes it
@@ -189,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         "--cells-out", default=None, help="also write each cell's value per seed (for the claims)"
     )
     ap.add_argument(
+        "--choice-out",
+        default=None,
+        help="a selection table: also write its choice file (the workflow's checkpoint output)",
+    )
+    ap.add_argument(
         "--allow-dirty",
         action="store_true",
         help="write runs made from uncommitted code (-dirty commits), marked in the table's notes",
@@ -231,10 +239,37 @@ def main(argv: list[str] | None = None) -> int:
             [commit for _, commit in dirty],
         )
         print(f"{args.table_out}.md: from {finished} of {total} runs", file=sys.stderr)
+    if args.choice_out:
+        write_recorded_choice(args, scale, frame, recorded)
     if args.cells_out:
         n = write_cells(args.paper, args.table, scale, args.config, args.cells_out, recorded)
         print(f"{args.cells_out}: {n} cell values", file=sys.stderr)
     return 0
+
+
+def write_recorded_choice(args, scale: str, frame, recorded: dict[Path, RunData]) -> None:
+    """A selection table's choice (the file the workflow's `choice` checkpoint writes) from its
+    runs here and those of --record: only from every run of the table, so that the rows which run
+    the choice (`chosen`) can be made, and recorded, without re-making the selection."""
+    from fedbench.grid import output_kind
+    from fedbench.outputs.chosen import write_choice
+
+    catalog, grid = _load(args.paper, args.config)
+    if not grid.output("tables", args.table).get("select"):
+        raise SystemExit(f"--choice-out: {args.paper} {args.table} is not a selection table")
+    missing = int((~frame["status"].isin(RECORD_STATUSES)).sum())
+    if missing:
+        raise SystemExit(
+            f"--choice-out: {missing} of the table's {len(frame)} runs are neither here nor in "
+            "the record; a choice from part of a selection is not the selection's choice"
+        )
+    kind = output_kind(grid, "tables", args.table)
+    record = write_choice(kind, grid, args.table, catalog, scale, args.choice_out, recorded)
+    chosen = {
+        by: {g: c["algorithm"] for g, c in groups.items()}
+        for by, groups in record["choices"].items()
+    }
+    print(f"{args.choice_out}: {chosen}", file=sys.stderr)
 
 
 def write_cells(

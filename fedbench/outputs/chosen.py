@@ -14,6 +14,7 @@ count of a grid's runs) `choices="first"` stands each chosen cell for its group'
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -262,12 +263,19 @@ def choice_notes(grid: Grid, name: str, catalog: dict, scale: str) -> list[str]:
 
 
 def write_choice(
-    kind, grid: Grid, name: str, catalog: dict, scale: str, out_file: str | Path
+    kind,
+    grid: Grid,
+    name: str,
+    catalog: dict,
+    scale: str,
+    out_file: str | Path,
+    preloaded: dict[Path, Any] | None = None,
 ) -> dict:
     """Build a selection table (of `kind`) from its runs and write what it chose (`choice_path`'s
     file):
     per select column, each group's chosen row (id, algorithm, label, its by and tie means);
-    a group none of whose runs finished with a value is left out. Returns the record."""
+    a group none of whose runs finished with a value is left out. Returns the record.
+    `preloaded`: runs rebuilt from a run record, by folder (`fedbench record --choice-out`)."""
     from fedbench.io import write_text
     from fedbench.papers import load_paper_values
     from fedbench.report.tables import build_table, choices
@@ -275,7 +283,13 @@ def write_choice(
     if not grid.output("tables", name).get("select"):
         raise ConfigError(f"{grid.name}.{name}: only a table with `select` makes a choice")
     spec = kind.spec(grid, name, catalog, scale)
-    table = build_table(spec, load_paper_values(spec.paper))
+    if preloaded:  # the record's runs fill the cells whose folders are not here
+        here = {
+            c: [d for d in v if Path(d) in preloaded or (Path(d) / "run.yaml").exists()]
+            for c, v in spec.cells.items()
+        }
+        spec = dataclasses.replace(spec, cells=here)
+    table = build_table(spec, load_paper_values(spec.paper), preloaded)
     mean = {(r["row"], r["column"]): r["ours_mean"] for _, r in table.iterrows()}
     algos = {str(r["id"]): r["algorithm"] for r in scale_rows(grid, name, catalog, scale)}
     labels = {str(c["id"]): str(c["label"]) for c in spec.columns}

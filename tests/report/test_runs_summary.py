@@ -257,3 +257,53 @@ def test_a_best_round_table_reading_more_than_its_own_stat_refuses_a_record(tmp_
     _best_round_from_record(spec, "pfedbred_quick", name)  # its own quantity only: fine
     with pytest.raises(SystemExit, match="spread std at each run's best round"):
         _best_round_from_record(dataclasses.replace(spec, spread="std"), "pfedbred_quick", name)
+
+
+def _fake_selection_run(run_dir, key, top1: float, scale: str) -> None:
+    """A finished run of three clients at top1 - 0.1, top1, top1 + 0.1 (ids 0-2)."""
+    from fedbench.io import write_jsonl, write_yaml
+    from fedbench.metrics import distribution_pack
+
+    clients = {"ids": [0, 1, 2], "n": [10, 20, 30], "top1": [top1 - 0.1, top1, top1 + 0.1]}
+    summary = {"global": {"top1": distribution_pack(clients["top1"], clients["n"])}}
+    record = {"round": 3, "status": "ok", "clients": {"global": clients}, "summary": summary}
+    write_jsonl(run_dir / "metrics.jsonl", [record])
+    run = {"scale": scale, "seed": key.seed}
+    run |= {f: getattr(key, f) for f in ("dataset", "partition", "model", "algorithm")}
+    write_yaml(run_dir / "run.yaml", {"run": run, "status": "ok", "rounds": 3, "standin": False})
+
+
+def test_a_selections_choice_is_written_from_its_record(tmp_path, monkeypatch):
+    """DQN-Fed's Table 9 selection (ā, σ_a and each class-client's accuracy): the choice file
+    from the run record alone equals the workflow's from the runs, so the chosen rows can be made
+    in a later sitting without re-making the selection; a part of the selection is refused."""
+    import json
+    import shutil
+    from pathlib import Path
+
+    from fedbench.config import load_catalog
+    from fedbench.grid import cells, load_grid
+    from fedbench.jobs import choice
+
+    config = Path(__file__).resolve().parents[2] / "config" / "config.yaml"
+    catalog = load_catalog(str(config))
+    grid = load_grid(config.parent / "papers" / "dqnfed.yaml", catalog)
+    monkeypatch.chdir(tmp_path)
+    keys = {
+        k for ks in cells(grid, "tables", "table9_select", catalog, "smoke").values() for k in ks
+    }
+    for i, key in enumerate(sorted(keys, key=str)):
+        _fake_selection_run(Path(key.folder("smoke")), key, 0.5 + 0.01 * (i % 7), "smoke")
+    choice(grid, "table9_select", catalog, "smoke", "from_runs.json", "choice.log")
+    argv = ["dqnfed", "table9_select", "--scale", "smoke", "--config", str(config)]
+    main([*argv, "--out", "r.csv"])
+    shutil.rmtree("results")  # a later sitting: the record only
+    main([*argv, "--out", "r2.csv", "--record", "r.csv", "--choice-out", "from_record.json"])
+    made = json.loads(Path("from_runs.json").read_text())
+    assert json.loads(Path("from_record.json").read_text()) == made
+    assert len(made["choices"]["mean"]) >= 3  # q-FFL, FedMGDA+, DQN-Fed ... each chose a row
+    lines = Path("r.csv").read_text().splitlines()
+    Path("part.csv").write_text("\n".join(lines[:-1]) + "\n")
+    with pytest.raises(SystemExit, match="1 of the table's 18 runs are neither here nor in"):
+        main([*argv, "--out", "r3.csv", "--record", "part.csv", "--choice-out", "x.json"])
+    assert not Path("x.json").exists()
