@@ -16,14 +16,38 @@ from typing import Any
 import yaml
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux's /proc; elsewhere set and restored,
+    which for an instant leaves it at 0 for the process's other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _temporary(dest: Path, suffix: str = "") -> Path:
+    """An empty temporary file beside `dest` (its folder made), with the mode a plain `open`
+    would give `dest` (0666 less the umask): mkstemp's 0600 would survive the rename, leaving
+    results that nobody else on a shared project folder can read."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix + ".tmp", dir=dest.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_umask())
+    finally:
+        os.close(fd)
+    return Path(tmp)
+
+
 @contextlib.contextmanager
 def atomic_path(dest: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside `dest`; rename it onto `dest` only if the block succeeds."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=suffix + ".tmp", dir=dest.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp_path = _temporary(Path(dest), suffix)
     try:
         yield tmp_path
         os.replace(tmp_path, dest)
@@ -46,12 +70,9 @@ def atomic_paths(*dests: str | os.PathLike) -> Iterator[list[Path]]:
 @contextlib.contextmanager
 def _staged(dest: str | os.PathLike) -> Iterator[Path]:
     """A temporary path beside `dest`, removed on exit unless it was renamed."""
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
+    tmp = _temporary(Path(dest))
     try:
-        yield Path(tmp)
+        yield tmp
     finally:
         Path(tmp).unlink(missing_ok=True)
 
