@@ -56,6 +56,7 @@ test: setup
 	$(STAGE) smoke-dqnfed $(call smoke,dqnfed dqnfed_quick)
 	$(STAGE) smoke-qffl $(call smoke,qffl qffl_quick)
 	$(STAGE) smoke-claims $(call smoke,claims)
+	$(STAGE) built-csv env FEDBENCH_BUILT=results/smoke $(BIN)/python -m pytest -q -p no:cacheprovider tests/test_built_csv.py
 	$(STAGE) lint $(MAKE) --no-print-directory lint-only
 
 lint-only:

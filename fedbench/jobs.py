@@ -228,5 +228,5 @@ def claims_index(pages: list, scale: str, out_file: str | Path, log=None) -> lis
     from fedbench.claims.page import read_page_csv, write_index
 
     with _job(log, [out_file]):
-        summary = [read_page_csv(p) for p in pages]
+        summary = [read_page_csv(p) for p in pages if str(p).endswith(".csv")]  # .json beside
         return write_index(summary, scale, Path(out_file).with_suffix(""))

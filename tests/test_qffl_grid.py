@@ -126,7 +126,8 @@ def test_output_files_cover_every_extension(grid):
     files = output_files(grid, "paper")
     assert "results/paper/papers/qffl/table2.html" in files
     assert "results/paper/papers/qffl/figure5.pdf" in files
-    assert len(files) == 2 * 4 + 5 * 2
+    assert "results/paper/papers/qffl/table2.json" in files  # the .csv's notes
+    assert len(files) == 2 * 5 + 5 * 2
 
 
 def _write(tmp_path: Path, name: str, raw: dict) -> Path:

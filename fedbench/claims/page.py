@@ -22,6 +22,7 @@ from fedbench.claims.stats import (
     SUPPORTED,
 )
 from fedbench.io import write_text
+from fedbench.report.sidecar import read_sidecar, sidecar_json
 
 UNTESTABLE = "untestable"
 TEST_SENTENCE = (
@@ -287,12 +288,16 @@ def csv_rows(page: WorkPage) -> list[dict[str, str]]:
 
 
 def to_csv(page: WorkPage) -> str:
-    head = "".join(f"# {k}: {t}\n" for k, t in page_lines(page))
+    """One row per claim under one header row (the page's header lines: the .json sidecar)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(csv_rows(page))
-    return head + buf.getvalue()
+    return buf.getvalue()
+
+
+def to_json(page: WorkPage) -> str:
+    return sidecar_json(page.work, page_lines(page))
 
 
 def to_html(page: WorkPage) -> str:
@@ -307,15 +312,19 @@ def to_html(page: WorkPage) -> str:
         None,
         ["claim", "line", "section", "quote", *HEAD[3:]],
         rows,
-        foot=f"Each claim's cells and numbers: {page.work}.md and .csv beside this file.",
+        foot=(
+            f"Each claim's cells and numbers: {page.work}.md and {page.work}.csv (its notes in "
+            f"{page.work}.json) in results/{page.scale}/claims/."
+        ),
     )
 
 
 def write_page(page: WorkPage, out_prefix: str | Path) -> list[Path]:
-    """out_prefix.md, .html and .csv."""
+    """out_prefix.md, .html, .csv and .json (the CSV's notes)."""
     prefix = Path(out_prefix)
     paths = []
-    for ext, render in ((".md", to_markdown), (".html", to_html), (".csv", to_csv)):
+    renders = ((".md", to_markdown), (".html", to_html), (".csv", to_csv), (".json", to_json))
+    for ext, render in renders:
         path = prefix.with_name(prefix.name + ext)
         write_text(path, render(page))
         paths.append(path)
@@ -356,12 +365,14 @@ def summary_from_rows(work: str, rows: list[dict[str, str]], own: str = "ours") 
 
 
 def read_page_csv(path: str | Path) -> list[str]:
-    """The summary row of a written page (its CSV: '# Ours:' names the paper grid's reading)."""
-    text = Path(path).read_text()
-    own = "ours" if "\n# Ours: " in "\n" + text else "small"
-    body = "\n".join(line for line in text.splitlines() if not line.startswith("# "))
-    rows = list(csv.DictReader(io.StringIO(body)))
-    return summary_from_rows(Path(path).stem, rows, own)
+    """The summary row of a written page, from its CSV and the sidecar beside it (an 'Ours'
+    line names the paper grid's reading)."""
+    path = Path(path)
+    notes = read_sidecar(path.with_suffix(".json"))
+    own = "ours" if any(k == "Ours" for k, _ in notes) else "small"
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return summary_from_rows(path.stem, rows, own)
 
 
 def index_markdown(summary: list[list[str]], scale: str) -> str:
@@ -431,8 +442,10 @@ def page_inputs(work: str, catalog: dict, scale: str, config_dir="config") -> li
 
 
 def page_targets(scale: str) -> list[str]:
-    """Every claims page at one scale: each work's .md, .html, .csv and the page across works."""
+    """Every claims page at one scale: each work's .md, .html, .csv, .json and the page across
+    works (.md, .html, .csv)."""
     from fedbench.claims.load import WORKS
 
     base = CLAIMS_OUT.format(scale=scale)
-    return [f"{base}/{name}.{ext}" for name in (*WORKS, "index") for ext in ("md", "html", "csv")]
+    works = [f"{base}/{w}.{ext}" for w in WORKS for ext in ("md", "html", "csv", "json")]
+    return works + [f"{base}/index.{ext}" for ext in ("md", "html", "csv")]

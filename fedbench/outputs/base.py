@@ -10,7 +10,7 @@ from fedbench.config import ConfigError
 from fedbench.outputs.registry import owners
 
 # The files the table and figure rules write for every output of a section.
-EXTENSIONS = {"tables": ("md", "tex", "csv", "html"), "figures": ("png", "pdf")}
+EXTENSIONS = {"tables": ("md", "tex", "csv", "json", "html"), "figures": ("png", "pdf")}
 
 
 class OutputKind:

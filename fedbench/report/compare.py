@@ -13,6 +13,7 @@ with fewer than two seeds on either side has no spread, and says so.
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import sys
 from pathlib import Path
@@ -48,10 +49,14 @@ class CompareError(ValueError):
 
 
 def read_table_csv(path: Path) -> pd.DataFrame:
-    """A table's tidy rows (its CSV without the '# ' header lines)."""
+    """A table's tidy rows (a CSV written before the .json sidecar began with '# ' header
+    lines: they are skipped)."""
     try:
-        frame = pd.read_csv(path, comment="#")
-    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
+        lines = Path(path).read_text(encoding="utf-8").splitlines(keepends=True)
+        while lines and lines[0].startswith("# "):
+            lines.pop(0)
+        frame = pd.read_csv(io.StringIO("".join(lines)))
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as err:
         raise CompareError(f"{path}: not a readable table CSV ({err})") from err
     missing = [c for c in NEEDED if c not in frame.columns]
     if missing:

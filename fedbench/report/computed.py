@@ -1,5 +1,5 @@
 """Tables of values computed without training (a closed-form example of a paper), beside the
-paper's numbers: .md, .tex, .csv and .html like the run tables, without seeds or rounds."""
+paper's numbers: .md, .tex, .csv, .json and .html like the run tables, without seeds or rounds."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from fedbench.io import write_text
 from fedbench.papers import PaperValues
 from fedbench.report.html_table import html_table
+from fedbench.report.sidecar import sidecar_json
 from fedbench.report.tables import NO_PAPER_NOTE, _num, tex_escape
 
 CSV_COLUMNS = ("row", "column", "paper", "ours", "delta", "row_label", "column_label")
@@ -94,8 +95,8 @@ def _header(spec: ComputedTableSpec, source: str, paper: bool) -> list[tuple[str
 def write_computed_table(
     spec: ComputedTableSpec, paper_values: PaperValues | None, out_prefix: str | Path
 ) -> list[Path]:
-    """Write out_prefix.md, .tex, .csv and .html (the report's view) atomically; return their
-    paths."""
+    """Write out_prefix.md, .tex, .csv (tidy), .json (its notes) and .html (the report's view)
+    atomically; return their paths."""
     cells = table_cells(spec, paper_values)
     source = paper_values.source if paper_values is not None else ""
     paper = _has_paper(cells)
@@ -139,6 +140,7 @@ def write_computed_table(
         "tex": "\n".join(tex) + "\n",
         "csv": buf.getvalue(),
         "html": page,
+        "json": sidecar_json(spec.name, header),
     }
     for ext, text in texts.items():
         path = out_prefix.with_name(f"{out_prefix.name}.{ext}")

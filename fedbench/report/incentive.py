@@ -11,6 +11,7 @@ from typing import Any
 
 from fedbench.io import write_text
 from fedbench.report.html_table import html_table
+from fedbench.report.sidecar import sidecar_json
 from fedbench.report.tables import tex_escape
 
 ILLUSTRATIVE = "illustrative: the paper gives no numbers"
@@ -267,11 +268,10 @@ def to_latex(spec: IncentiveSpec, data: dict[str, Any]) -> str:
 
 
 def to_csv(spec: IncentiveSpec, data: dict[str, Any]) -> str:
-    """'# key: text' header lines, then one tidy row per (β, client) with full precision."""
+    """One tidy row per (β, client) with full precision (the notes go to the .json sidecar)."""
     import csv
     import io
 
-    head = "".join(f"# {k}: {t}\n" for k, t in table_notes(spec, data))
     buf = io.StringIO()
     fields = ["beta", "tau_star", "utility_star", "total"]
     client_fields = list(data["panels"][0]["clients"][0]) if data["panels"] else []
@@ -280,7 +280,11 @@ def to_csv(spec: IncentiveSpec, data: dict[str, Any]) -> str:
     for p in data["panels"]:
         for c in p["clients"]:
             writer.writerow([*(p[f] for f in fields), *(c[f] for f in client_fields)])
-    return head + buf.getvalue()
+    return buf.getvalue()
+
+
+def to_json(spec: IncentiveSpec, data: dict[str, Any]) -> str:
+    return sidecar_json(spec.name, table_notes(spec, data))
 
 
 def to_html(spec: IncentiveSpec, data: dict[str, Any]) -> str:
@@ -291,13 +295,21 @@ def to_html(spec: IncentiveSpec, data: dict[str, Any]) -> str:
 
 
 def write_incentive_table(spec: IncentiveSpec, out_prefix: str | Path) -> list[Path]:
-    """out_prefix.md, .tex, .csv and .html of the equilibrium table, each written atomically."""
+    """out_prefix.md, .tex, .csv, .json and .html of the equilibrium table, each written
+    atomically."""
     data = load_game(spec.data)
     if spec.show != "equilibrium":
         raise ValueError(f"{spec.paper}/{spec.name}: show {spec.show!r} is not a table")
     out_prefix = Path(out_prefix)
     paths = []
-    for ext, render in (("md", to_markdown), ("tex", to_latex), ("csv", to_csv), ("html", to_html)):
+    renders = (
+        ("md", to_markdown),
+        ("tex", to_latex),
+        ("csv", to_csv),
+        ("html", to_html),
+        ("json", to_json),
+    )
+    for ext, render in renders:
         path = out_prefix.with_name(f"{out_prefix.name}.{ext}")
         write_text(path, render(spec, data))
         paths.append(path)

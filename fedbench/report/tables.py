@@ -31,6 +31,7 @@ from fedbench.report.layout import (
     value_scale,
     warning_lines,
 )
+from fedbench.report.sidecar import CSV_FOOT, sidecar_json
 
 ROUND_MODES = ("final", "best")
 # ± over seeds: sample std (ddof 1), population std (ddof 0, AAggFF's tables), or the largest
@@ -768,13 +769,17 @@ def to_latex(table: pd.DataFrame, spec: TableSpec) -> str:
 
 
 def to_csv(table: pd.DataFrame, spec: TableSpec) -> str:
-    """'# key: text' header lines (read with comment='#'), then the tidy per-cell rows."""
-    head = "".join(f"# {key}: {text}\n" for key, text in header_lines(table, spec))
+    """The tidy per-cell rows under one header row (the header lines go to the .json sidecar)."""
     buf = io.StringIO()
     table.loc[:, list(CSV_COLUMNS)].round(6).to_csv(
         buf, index=False, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n"
     )
-    return head + buf.getvalue()
+    return buf.getvalue()
+
+
+def to_json(table: pd.DataFrame, spec: TableSpec) -> str:
+    """The .csv's sidecar: the header lines every other format prints above the table."""
+    return sidecar_json(spec.name, header_lines(table, spec))
 
 
 def to_html(table: pd.DataFrame, spec: TableSpec) -> str:
@@ -791,8 +796,8 @@ def to_html(table: pd.DataFrame, spec: TableSpec) -> str:
         head,
         _grid(table, spec),
         foot=(
-            f"Click a column's header to sort by it. Every cell's seeds, rounds, status and "
-            f"quantity: {spec.name}.csv beside this file."
+            "Click a column's header to sort by it. Every cell's seeds, rounds, status and "
+            f"quantity: {CSV_FOOT.format(name=spec.name)}"
         ),
     )
 
@@ -803,11 +808,17 @@ def _with_suffix(prefix: Path, ext: str) -> Path:
 
 
 def write_table(table: pd.DataFrame, spec: TableSpec, out_prefix: str | Path) -> list[Path]:
-    """Write out_prefix.md, .tex, .csv and .html (the report's view) atomically; return their
-    paths."""
+    """Write out_prefix.md, .tex, .csv (tidy), .json (its notes) and .html (the report's view)
+    atomically; return their paths."""
     out_prefix = Path(out_prefix)
     paths = []
-    renders = ((".md", to_markdown), (".tex", to_latex), (".csv", to_csv), (".html", to_html))
+    renders = (
+        (".md", to_markdown),
+        (".tex", to_latex),
+        (".csv", to_csv),
+        (".html", to_html),
+        (".json", to_json),
+    )
     for ext, render in renders:
         path = _with_suffix(out_prefix, ext)
         write_text(path, render(table, spec))

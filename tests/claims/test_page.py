@@ -44,11 +44,11 @@ def test_a_works_page_gives_each_claim_three_readings(quick_runs, catalog, tmp_p
     paths = jobs.claims_page(
         "quick", catalog, "quick", tmp_path / "out" / "quick.md", config_dir=ROOT / "config"
     )
-    assert [p.suffix for p in paths] == [".md", ".html", ".csv"]
+    assert [p.suffix for p in paths] == [".md", ".html", ".csv", ".json"]
     md = paths[0].read_text()
     assert TEST_SENTENCE in md and "> SCAFFOLD's correction helps most" in md
     assert "95 % CI [" in md and "n = 3, paired over 3 seeds" in md  # the numbers behind a verdict
-    rows = list(csv.DictReader(line for line in paths[2].open() if not line.startswith("# ")))
+    rows = list(csv.DictReader(paths[2].open()))
     assert [r["id"] for r in rows] == ["scaffold-helps", "fedprox-within-noise"]
     assert rows[1]["line"] == "L30-31" and rows[1]["small"] == "supported"
     assert read_page_csv(paths[2]) == summary_row(page)
@@ -82,4 +82,4 @@ def test_a_page_waits_only_for_files_that_exist(quick_runs, catalog):
     # at paper scale the quick work reads the quick grid at scale quick; nothing else exists
     assert page_inputs("quick", catalog, "paper", config_dir=ROOT / "config") == inputs
     targets = page_targets("smoke")
-    assert "results/smoke/claims/index.html" in targets and len(targets) == 3 * 8
+    assert "results/smoke/claims/index.html" in targets and len(targets) == 4 * 7 + 3

@@ -92,7 +92,9 @@ def test_a_tables_cells_carry_over_sittings_through_the_run_record(quick_runs, c
     argv = ["quick", "table1", "--scale", "quick", "--config", str(CONFIG)]
     whole = _record(tmp_path)
     assert record.main([*argv, "--out", "first.csv"]) == 0
-    shutil.rmtree("results/quick/runs/synthetic-1-1")  # the second sitting: those runs' folders gone
+    shutil.rmtree(
+        "results/quick/runs/synthetic-1-1"
+    )  # the second sitting: those runs' folders gone
     again = tmp_path / "again.csv"
     assert (
         record.main(

@@ -33,7 +33,7 @@ def test_table3_3_is_a_target_that_reads_no_run(grid, catalog, scale):
 @pytest.mark.parametrize("scale", ["smoke", "paper"])
 def test_table3_3_has_the_thesis_values_beside_ours(tmp_path, grid, catalog, scale):
     paths = render(grid, "tables", "table3_3", catalog, scale, tmp_path / "table3_3.md")
-    assert [p.suffix for p in paths] == [".md", ".tex", ".csv", ".html"]
+    assert [p.suffix for p in paths] == [".md", ".tex", ".csv", ".html", ".json"]
     with open(tmp_path / "table3_3.csv") as f:
         cells_ = list(csv.DictReader(f))
     assert len(cells_) == 18
@@ -78,7 +78,7 @@ def test_a_computed_table_without_paper_values_shows_ours_alone(tmp_path):
         decimals=2,
         method="by hand",
     )
-    md, tex, csv_text, page = (
+    md, tex, csv_text, page, _ = (
         p.read_text() for p in write_computed_table(spec, None, tmp_path / "t")
     )
     assert "|  | X | Y |\n" in md and "| A | 0.25 | 0.50 |" in md

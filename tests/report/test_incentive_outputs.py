@@ -160,7 +160,7 @@ def test_write_game_then_render_from_the_file(tmp_path):
         spec = IncentiveSpec("qffl", name, "A caption", "smoke", show, path)
         if show == "equilibrium":
             paths = write_incentive_table(spec, tmp_path / "out" / name)
-            assert [p.suffix for p in paths] == [".md", ".tex", ".csv", ".html"]
+            assert [p.suffix for p in paths] == [".md", ".tex", ".csv", ".html", ".json"]
             md = paths[0].read_text()
             assert ILLUSTRATIVE in md and "τ* = " in md
             at_beta_1 = re.findall(r"^\| 1 \| \d+ \|", md, re.M)

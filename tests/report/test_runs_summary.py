@@ -60,7 +60,13 @@ def test_cli_table_out_builds_the_table_from_the_finished_runs(tmp_path, monkeyp
     body = [line for line in md.splitlines() if line.startswith("| ")]
     assert "(n=2)" in body[1] and body[1].count("—") >= 2
     assert all("(n=" not in line for line in body[2:])
-    assert {p.suffix for p in tmp_path.glob("partial.*")} == {".md", ".tex", ".csv", ".html"}
+    assert {p.suffix for p in tmp_path.glob("partial.*")} == {
+        ".md",
+        ".tex",
+        ".csv",
+        ".json",
+        ".html",
+    }
 
 
 def test_partial_table_counts_a_run_shared_by_two_rows_once(tmp_path, monkeypatch):
@@ -105,7 +111,7 @@ def test_a_record_carries_finished_runs_to_a_machine_without_them(tmp_path, monk
     shutil.rmtree(dirs[0].parent)  # another machine: the record only
     main([*args, "--out", "r2.csv", "--table-out", "rec", "--record", "r.csv"])
     cols = ["row", "column", "ours_mean", "ours_std", "n_runs", "delta", "seeds", "rounds"]
-    table = {p: pd.read_csv(f"{p}.csv", comment="#")[cols] for p in ("runs", "rec")}
+    table = {p: pd.read_csv(f"{p}.csv")[cols] for p in ("runs", "rec")}
     pd.testing.assert_frame_equal(table["runs"], table["rec"])
     assert table["rec"]["n_runs"].iloc[0] == 2
     assert "2 of the 2 runs read from the run record r.csv" in (tmp_path / "rec.md").read_text()

@@ -14,6 +14,7 @@ from fedbench.io import write_yaml
 from fedbench.papers import load_paper_values
 from fedbench.report.collect import RunDataError
 from fedbench.report.layout import LayoutError, quantity_lines
+from fedbench.report.sidecar import read_sidecar
 from fedbench.report.tables import (
     STD_NOTE,
     TableSpec,
@@ -54,8 +55,8 @@ def cell(df: pd.DataFrame, row: str, col: str) -> pd.Series:
 
 
 def texts(paths: list[Path]) -> list[str]:
-    """md, tex, csv contents (the .html, last, left out)."""
-    return [p.read_text() for p in paths if p.suffix != ".html"]
+    """md, tex, csv contents (the .html and the .json sidecar left out)."""
+    return [p.read_text() for p in paths if p.suffix not in (".html", ".json")]
 
 
 def test_column_metric_and_row_protocol(make, tmp_path):
@@ -86,8 +87,10 @@ def test_column_metric_and_row_protocol(make, tmp_path):
     assert "- Metric by column: top1: Top-1; top5: Top-5" in md
     assert "- Protocol by row: global: FedAvg; personal: Ditto" in md
     assert "Metric by column: top1: Top-1; top5: Top-5." in tex
-    assert "# Protocol by row: global: FedAvg; personal: Ditto" in csv
-    read = pd.read_csv(tmp_path / "t.csv", comment="#")
+    assert ("Protocol by row", "global: FedAvg; personal: Ditto") in read_sidecar(
+        tmp_path / "t.json"
+    )
+    read = pd.read_csv(tmp_path / "t.csv")
     assert list(read["quantity"]) == list(df["quantity"])
     assert "- Percent: accuracy metrics (names starting with 'top') and auroc in % (×100)\n" in md
 
@@ -210,7 +213,7 @@ def test_spread_by_hand_two_seeds(make, tmp_path):
     assert "| One seed | — | 74.00 (8.16) (n=1) | — |" in md
     assert "(c) = mean over seeds of each run's std across clients" in md
     assert STD_NOTE not in md
-    read = pd.read_csv(tmp_path / "t.csv", comment="#").set_index("row")
+    read = pd.read_csv(tmp_path / "t.csv").set_index("row")
     assert read.loc["fedavg", "ours_spread"] == pytest.approx(c.ours_spread)
     assert read.loc["fedavg", "ours_std"] == pytest.approx(c.ours_std)
 
@@ -281,7 +284,9 @@ def test_plain_table_unchanged(make, tmp_path):
     assert math.isnan(c.ours_spread) and c.eval_protocol == head["Eval protocol"]
     md = write_table(df, s, tmp_path / "t")[0].read_text()
     assert "| FedAvg | 71.00 ± 4.24 (n=2) |" in md
-    assert to_csv(df, s).startswith("# Paper: demo\n# Table: t: demo\n# Quantity: top1 (")
+    assert to_csv(df, s).startswith('"row","column",')  # tidy: pandas reads it as it is
+    notes = read_sidecar(tmp_path / "t.json")  # the header lines, in order, in the sidecar
+    assert notes[:3] == [("Paper", "demo"), ("Table", "t: demo"), ("Quantity", head["Quantity"])]
 
 
 def test_a_table_says_when_its_runs_trained_in_other_precisions(make):

@@ -19,6 +19,7 @@ rule claims_page:
             labels={"output": "{work}", "scale": "{scale}"},
         ),
         csv=f"{CLAIMS_OUT}/{{work}}.csv",
+        json=f"{CLAIMS_OUT}/{{work}}.json",
     log:
         "logs/{scale}/claims/{work}.log",
     wildcard_constraints:
@@ -37,7 +38,12 @@ rule claims_page:
 
 rule claims_index:
     input:
-        expand(f"{CLAIMS_OUT}/{{work}}.csv", work=WORKS, allow_missing=True),
+        expand(
+            f"{CLAIMS_OUT}/{{work}}.{{ext}}",
+            work=WORKS,
+            ext=("csv", "json"),
+            allow_missing=True,
+        ),
     output:
         md=f"{CLAIMS_OUT}/index.md",
         html=report(

@@ -18,6 +18,7 @@ rule table:
             subcategory="table data, CSV ({scale} scale)",
             labels={"output": "{table}", "paper": "{paper}", "scale": "{scale}"},
         ),
+        json=f"{PAPER_OUT}/{{table}}.json",
         html=report(
             f"{PAPER_OUT}/{{table}}.html",
             caption="../report/table.rst",
