@@ -31,8 +31,10 @@ onsuccess:
     shutdown_warm_worker()
 
 
+# A failed run ends with each failed job's "what to do" line, read from its log (fedbench.advice).
 onerror:
     shutdown_warm_worker()
+    print_failed_job_advice(log)
 
 
 rule all:

@@ -105,6 +105,10 @@ def _follow_advice(ws: Path, env: dict, log: Path, terminal: str, damaged: str) 
     command = ADVICE.search(last).group(1)
     assert f"--forcerun {damaged}" in command, command
     assert command in terminal, terminal[-4000:]  # the error Snakemake prints says the same
+    # and the run ends with the log's advice line itself (the `onerror` handler, fedbench.advice)
+    marker = "fedbench: what to do, for each failed job (from its log):"
+    assert marker in terminal, terminal[-4000:]
+    assert last.split("what to do: ", 1)[1] in terminal.split(marker)[-1], terminal[-4000:]
     result = _run(ws, env, command)
     assert result.returncode == 0, result.log[-4000:]
     return command
