@@ -49,7 +49,7 @@ FORBIDDEN = [
 LAYERS = [
     ("fedbench.__main__",),
     ("fedbench.cli",),
-    ("fedbench.jobs", "fedbench.record", "fedbench.cost", "fedbench.worker"),
+    ("fedbench.jobs", "fedbench.record", "fedbench.cost", "fedbench.worker", "fedbench.advice"),
     ("fedbench.claims",),
     ("fedbench.grid",),
     ("fedbench.outputs",),
