@@ -26,7 +26,12 @@ include: "workflow/rules/report.smk"
 include: "workflow/rules/claims.smk"
 
 
-# The warm worker (fedbench/worker.py) outlives no workflow: it stops once its running jobs end.
+# The warm worker (fedbench/worker.py) starts only when the run plans more than one script job,
+# and outlives no workflow: it stops once its running jobs end.
+onstart:
+    plan_warm_worker(workflow)
+
+
 onsuccess:
     shutdown_warm_worker()
 

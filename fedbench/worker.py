@@ -76,7 +76,10 @@ CONFIG_KEY = "warm_worker"  # true | false | auto (auto: on for local CPU jobs)
 ENV_SWITCH = "FEDBENCH_WARM_WORKER"  # 0/1 overrides the config key (tests, debugging)
 DIR_ENV = "FEDBENCH_WARM_DIR"  # where sockets live (default: the machine's temporary folder)
 # Environment variables that differ between jobs and do not change what a module import does.
-_VOLATILE_ENV = ("OLDPWD", "PWD", "SHLVL", "_", "SNAKEMAKE_PROFILE")
+_VOLATILE_ENV = ("OLDPWD", "PWD", "SHLVL", "_", "SNAKEMAKE_PROFILE", "FEDBENCH_WARM_PLANNED")
+# How many script jobs the workflow plans (its `onstart` sets it, `plan`): a server is started
+# only when a later job can use it (a one-job run would pay its imports for nothing).
+PLANNED_ENV = "FEDBENCH_WARM_PLANNED"
 
 _IN_CHILD = False
 _ROOT = str(Path(__file__).resolve().parent)  # this checkout's package: its servers are ours
@@ -144,11 +147,32 @@ def delegate(snakemake: Any, script: str) -> None:
         return
     conn = _connect(path)
     if conn is None:
-        start_server(path)
+        if worth_starting():
+            start_server(path)
         return
     code = submit(conn, script, snakemake)
     if code is not None:
         sys.exit(code)
+
+
+def worth_starting(env: Mapping[str, str] | None = None) -> bool:
+    """Whether a job that found no server should start one: not when the workflow plans this
+    job alone (PLANNED_ENV; unset, e.g. a run with --no-hooks: yes)."""
+    planned = (os.environ if env is None else env).get(PLANNED_ENV, "").strip()
+    return not planned.isdigit() or int(planned) > 1
+
+
+def plan(workflow: Any) -> int:
+    """The workflow's `onstart`: count the script jobs it is about to run and tell them
+    (PLANNED_ENV, inherited by the jobs), so that a one-job run starts no server. Returns the
+    count (-1: this Snakemake does not say; the jobs then start one as before)."""
+    try:
+        jobs = list(workflow.dag.needrun_jobs())
+    except AttributeError:
+        return -1
+    count = sum(1 for job in jobs if getattr(job.rule, "script", None))
+    os.environ[PLANNED_ENV] = str(count)
+    return count
 
 
 def _connect(path: Path) -> socket.socket | None:
@@ -261,20 +285,49 @@ def _is_open(fd: int) -> bool:
 def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     """Import `preload`, then fork a child per request until `idle` seconds pass without jobs."""
     import importlib
-    import selectors
 
     lock_fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         return  # another server for this digest is starting or running
-    os.ftruncate(lock_fd, 0)
-    os.write(lock_fd, f"{os.getpid()}\n{_ROOT}\n".encode())  # for shutdown()
-    for name in preload:
-        module, _, registry = name.partition(":")
-        imported = importlib.import_module(module)
-        for _ in getattr(imported, registry).values() if registry else ():
-            pass  # looking an entry up imports it
+    # Stopped while importing (shutdown() as the workflow ends): exit through `finally`, so the
+    # lock and an empty log do not stay behind in the socket folder.
+    signal.signal(signal.SIGTERM, _exit_now)
+    try:
+        os.ftruncate(lock_fd, 0)
+        os.write(lock_fd, f"{os.getpid()}\n{_ROOT}\n".encode())  # for shutdown()
+        for name in preload:
+            module, _, registry = name.partition(":")
+            imported = importlib.import_module(module)
+            for _ in getattr(imported, registry).values() if registry else ():
+                pass  # looking an entry up imports it
+        _serve_jobs(path, idle, lock_fd)
+    finally:
+        _remove_files(path)
+
+
+def _exit_now(signum, _frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def _remove_files(path: Path) -> None:
+    """A stopped server's files: its log, unless it says more than "job ... exit 0", its lock."""
+    log = path.with_suffix(".log")
+    with contextlib.suppress(OSError):
+        if all(line.endswith(" exit 0") for line in log.read_text().splitlines()):
+            log.unlink()
+    with contextlib.suppress(OSError):
+        os.unlink(path.with_suffix(".lock"))
+
+
+def _serve_jobs(path: Path, idle: float, lock_fd: int) -> None:
+    """Listen on `path` and fork a child per request until `idle` seconds pass without jobs."""
+    import selectors
+
+    # SIGTERM (shutdown()) retires the socket at once but waits for the running jobs.
+    stop: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _: stop.append(signum))
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(tmp))
@@ -282,12 +335,10 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     listener.listen(64)
     os.replace(tmp, path)  # appears ready, all at once
     inode = os.stat(path).st_ino
-    stop: list[int] = []
     wake_r, wake_w = socket.socketpair()
     wake_r.setblocking(False)
     wake_w.setblocking(False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGTERM, lambda signum, _: stop.append(signum))
     signal.set_wakeup_fd(wake_w.fileno())
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ, "accept")
@@ -303,7 +354,6 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
                 os.unlink(path)
 
     try:
-        # SIGTERM (shutdown()) retires the socket at once but waits for the running jobs.
         while children or (not stop and time.monotonic() - last < idle):
             for key, _ in sel.select(timeout=max(0.1, idle - (time.monotonic() - last))):
                 if key.data == "wake":
@@ -335,12 +385,6 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     finally:
         if listener.fileno() >= 0:
             retire()
-        log = path.with_suffix(".log")
-        with contextlib.suppress(OSError):  # kept only when it says more than "job ... exit 0"
-            if all(line.endswith(" exit 0") for line in log.read_text().splitlines()):
-                log.unlink()
-        with contextlib.suppress(OSError):
-            os.unlink(path.with_suffix(".lock"))
 
 
 def _same_user(conn: socket.socket) -> bool:

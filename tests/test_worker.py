@@ -249,6 +249,50 @@ def test_switched_off_the_job_runs_in_process_and_starts_nothing(tmp_path, warm_
     assert list(warm_dir.iterdir()) == []
 
 
+def test_a_job_the_workflow_plans_alone_starts_no_server(tmp_path, warm_dir):
+    """A one-job run: its server would import for nothing and compete with the job for a core."""
+    env = {**_env(warm_dir), worker.PLANNED_ENV: "1"}
+    assert _pid_job(tmp_path, env) == "in-process"
+    time.sleep(0.5)  # a server would have made its lock and log by now
+    assert list(warm_dir.iterdir()) == []
+    assert worker.worth_starting({worker.PLANNED_ENV: "2"})
+    assert worker.worth_starting({})  # not told (Snakemake --no-hooks): start one, as before
+    assert not worker.worth_starting({worker.PLANNED_ENV: "0"})
+    # the count is not part of the socket's name: the jobs of runs of any size share a server
+    assert worker.socket_path(env) == worker.socket_path({**env, worker.PLANNED_ENV: "7"})
+
+
+def test_plan_counts_the_script_jobs_snakemake_will_run(monkeypatch):
+    from types import SimpleNamespace as NS
+
+    monkeypatch.delenv(worker.PLANNED_ENV, raising=False)
+    jobs = [NS(rule=NS(script="a.py")), NS(rule=NS(script=None)), NS(rule=NS(script="b.py"))]
+    flow = NS(dag=NS(needrun_jobs=lambda: iter(jobs)))
+    assert worker.plan(flow) == 2 and os.environ[worker.PLANNED_ENV] == "2"
+    assert worker.plan(NS()) == -1  # a Snakemake without the DAG there: the jobs decide
+
+
+def test_a_server_stopped_while_importing_leaves_nothing_behind(tmp_path, warm_dir):
+    """shutdown() at the end of a short run lands while the server still imports: it exits
+    without its socket, lock or (empty) log."""
+    (tmp_path / "slowmod.py").write_text("import time\ntime.sleep(30)\n")
+    env = {**_env(warm_dir), "PYTHONPATH": str(tmp_path)}
+    path = worker.socket_path(env)
+    with open(path.with_suffix(".log"), "ab") as out:  # as start_server opens it
+        proc = subprocess.Popen(
+            worker.server_command(path, 60, ("slowmod",)),
+            env=env,
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    _wait_for(lambda: worker._lock_held(path.with_suffix(".lock")), what="the server's lock")
+    assert worker.shutdown(path) == 1
+    proc.wait(timeout=20)
+    assert list(warm_dir.iterdir()) == []
+
+
 def test_wanted_follows_the_config_key_the_switch_and_the_machine(monkeypatch):
     no_gpu = {}
     assert worker.wanted({worker.CONFIG_KEY: False}, no_gpu) is False

@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,32 @@ def test_a_truncated_partition_and_a_damaged_checkpoint_of_the_run(workspace):
     assert (ws / METRICS).read_bytes() == metrics
     _snakemake(ws, env, "tiny")  # then the user's own command again: it completes
     assert (ws / METRICS).read_bytes() == metrics
+
+
+@pytest.mark.workflow
+def test_the_warm_worker_starts_only_for_a_later_job_and_leaves_nothing(workspace):
+    """A one-job run starts no server (it would import for nothing beside the job); a run of
+    several jobs may start one, and once the run ends no socket, lock or log is left."""
+    ws, env, metrics = workspace
+    warm = Path(tempfile.mkdtemp(prefix="fbw"))
+    on = {**env, "FEDBENCH_WARM_WORKER": "1", "FEDBENCH_WARM_DIR": str(warm)}
+    snakefile = (ws / "Snakefile").read_text()
+    # what the jobs are told: a shell job writes the count the workflow's onstart set
+    probe = '\n\nrule planned:\n    output:\n        "planned-{n}.txt",\n    shell:\n'
+    probe += '        "echo $FEDBENCH_WARM_PLANNED > {output}"\n'
+    (ws / "Snakefile").write_text(snakefile + probe)
+    try:
+        _snakemake(ws, on, f"{TABLE} planned-1.txt --forcerun {TABLE}")  # one script job
+        assert (ws / "planned-1.txt").read_text().strip() == "1"
+        time.sleep(1.0)  # a server started by the job would hold its lock by now
+        assert list(warm.iterdir()) == []
+        _snakemake(ws, on, f"tiny planned-2.txt --forcerun {METRICS}")  # train and table
+        assert (ws / "planned-2.txt").read_text().strip() == "2"
+        end = time.monotonic() + 60
+        while any(warm.iterdir()) and time.monotonic() < end:
+            time.sleep(0.2)  # the server, told to stop by onsuccess, finishes its imports' exit
+        assert list(warm.iterdir()) == []
+        assert (ws / METRICS).read_bytes() == metrics
+    finally:
+        (ws / "Snakefile").write_text(snakefile)
+        shutil.rmtree(warm, ignore_errors=True)

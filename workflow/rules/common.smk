@@ -19,7 +19,7 @@ from fedbench.grid import (
 )
 from fedbench.outputs import incentive as incentive_kind
 from fedbench.outputs import landscape as landscape_kind
-from fedbench.worker import shutdown as shutdown_warm_worker
+from fedbench.worker import plan as plan_warm_worker, shutdown as shutdown_warm_worker
 from fedbench.advice import print_advice as print_failed_job_advice
 
 GRIDS = load_workflow(config, "config")
