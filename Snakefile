@@ -46,3 +46,7 @@ rule all:
     default_target: True
     input:
         [f for g in GRIDS for f in grid_outputs(g)],
+
+
+# `snakemake quikc`: the nearest target rules, not Snakemake's bare "No rule to produce quikc".
+check_target_names(workflow)

@@ -51,3 +51,21 @@ def print_advice(run_logs, stream=None) -> int:
         for path, text in advice:
             print(f"  {path}:\n    {text}", file=stream)
     return len(advice)
+
+
+def unknown_target(targets: list[str], rule_names: list[str]) -> str | None:
+    """The message for a requested target that names no rule and no file (`snakemake quikc`):
+    the nearest target rules (difflib), in place of Snakemake's bare "No rule to produce"."""
+    import difflib
+
+    names = sorted(set(rule_names))
+    for target in targets:
+        if target in names or "/" in target or "." in target or "{" in target:
+            continue  # a rule, or a file Snakemake resolves (its own error names the file)
+        near = difflib.get_close_matches(target, names, n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(near)}? " if near else ""
+        return (
+            f"snakemake target {target!r} is not a rule of this workflow: {hint}Targets are a "
+            "rule (all, claims, one per grid: quick, superfed, ...) or a file under results/"
+        )
+    return None

@@ -373,3 +373,25 @@ def test_snakemake_with_a_typo_in_a_config_key_says_so_in_a_few_lines():
     assert result.returncode != 0
     assert len(log.splitlines()) <= 15, log[-3000:]
     assert "unknown key(s) ['scael'] (nearest: 'scale'" in log, log[-3000:]
+
+
+@pytest.mark.workflow
+def test_a_target_typo_names_the_nearest_target_rule():
+    """`snakemake quikc`: one line naming `quick`, not Snakemake's bare "No rule to produce"."""
+    from fedbench.advice import unknown_target
+
+    rules = ["all", "claims", "quick", "quick_figure", "superfed", "train"]
+    assert "did you mean quick?" in unknown_target(["quikc"], rules)
+    assert unknown_target(["quick", "results/smoke/papers/quick/table1.md"], rules) is None
+    assert "did you mean" not in unknown_target(["zzzz"], rules)
+    result = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "--cores", "1", "quikc"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    log = result.stdout + result.stderr
+    assert result.returncode != 0
+    assert "snakemake target 'quikc' is not a rule of this workflow: did you mean quick?" in log
+    assert "No rule to produce" not in log and len(log.splitlines()) <= 15, log[-3000:]

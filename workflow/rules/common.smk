@@ -1,5 +1,6 @@
 # Helpers for the rules: the catalog and grids, validated once at DAG build.
 import re
+import sys
 
 from fedbench.config import (
     data_mode,
@@ -20,7 +21,7 @@ from fedbench.grid import (
 from fedbench.outputs import incentive as incentive_kind
 from fedbench.outputs import landscape as landscape_kind
 from fedbench.worker import plan as plan_warm_worker, shutdown as shutdown_warm_worker
-from fedbench.advice import print_advice as print_failed_job_advice
+from fedbench.advice import print_advice as print_failed_job_advice, unknown_target
 
 GRIDS = load_workflow(config, "config")
 
@@ -104,3 +105,18 @@ def landscape_settings(wildcards):
 def incentive_settings(wildcards):
     """The incentive rule's settings: the game (or bound) block of one output of kind incentive."""
     return incentive_kind.settings_of(GRIDS[wildcards.paper], wildcards.name)
+
+
+def check_target_names(workflow):
+    """Refuse a requested target that names no rule and no file, naming the nearest rules (the
+    targets from Snakemake's own command-line parser: the DAG settings do not exist yet here).
+    """
+    from snakemake.cli import get_argument_parser
+
+    try:
+        args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
+    except SystemExit:  # not a snakemake command line (the API, a job's own process)
+        return
+    message = unknown_target(list(args.targets or []), [r.name for r in workflow.rules])
+    if message:
+        raise ValueError(message)
