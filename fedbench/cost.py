@@ -997,7 +997,7 @@ def _log(msg: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fedbench.cost", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="fedbench cost", description=__doc__.split("\n")[0])
     ap.add_argument("paper", help="grid name: config/papers/<paper>.yaml")
     ap.add_argument("--rounds", type=int, default=2, help="timed rounds per phase (and probes)")
     ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))

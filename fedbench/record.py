@@ -178,7 +178,7 @@ def dirty_note(commits: list[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fedbench.record", description=__doc__)
+    ap = argparse.ArgumentParser(prog="fedbench record", description=__doc__)
     ap.add_argument("paper")
     ap.add_argument("table")
     ap.add_argument("--scale", default=None)

@@ -10,7 +10,7 @@ from fedbench.data import status
 
 def main(argv: list[str] | None = None) -> int:
     """Print the status table; 2 on a bad argument or an unreadable config."""
-    ap = argparse.ArgumentParser(prog="python -m fedbench.data", description=__doc__)
+    ap = argparse.ArgumentParser(prog="fedbench data", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
     st = sub.add_parser(
         "status",
