@@ -81,6 +81,10 @@ DIVERGED_NOTE = (
     "a cell reading 'diverged (round r)' had a run diverge at round r; a diverged run is never "
     "averaged in (the CSV's ours_mean, n_runs and delta cover the finished seeds only)"
 )
+ZERO_TAIL_NOTE = (
+    "{cells}: 0.00 ± 0.00 means that in every seed the {stat} clients averaged 0 % (each of them "
+    "got every one of its test examples wrong), not a missing value"
+)
 CSV_COLUMNS = (
     "row",
     "column",
@@ -591,6 +595,7 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
         lines.append(("Paper values", NO_PAPER_NOTE))
     if (table["n_diverged"] > 0).any():
         lines.append(("Diverged", DIVERGED_NOTE))
+    lines += _zero_tail_lines(table)
     if table.attrs.get("precision"):
         lines.append(("Precision", table.attrs["precision"]))
     lines += _choice_lines(table, spec)
@@ -598,6 +603,19 @@ def header_lines(table: pd.DataFrame, spec: TableSpec) -> list[tuple[str, str]]:
         lines.append(("Machines", f"run.yaml device and torch threads: {table.attrs['machines']}"))
     lines += [("WARNING", w) for w in warning_lines(spec.scale, standin)]
     return lines
+
+
+def _zero_tail_lines(table: pd.DataFrame) -> list[tuple[str, str]]:
+    """A note where a worst-clients cell is exactly 0 in every seed (it reads like a blank)."""
+    tails = table["stat"].astype(str).str.startswith("worst") & (table["metric"] == "top1")
+    zero = table[tails & (table["n_runs"] > 0) & (table["ours_mean"] == 0)]
+    zero = zero[zero["ours_std"].fillna(0) == 0]
+    if zero.empty:
+        return []
+    cells = "; ".join(f"{r.row_label} / {r.column_label}" for r in zero.itertuples())
+    stats = sorted(set(zero["stat"].astype(str)))
+    stat = " / ".join(s.replace("worst", "worst ").split("_")[0] + " %" for s in stats)
+    return [("Zero", ZERO_TAIL_NOTE.format(cells=cells, stat=stat))]
 
 
 def _num(x: float, decimals: int, sign: bool = False) -> str:

@@ -13,7 +13,7 @@ from fedbench.io import write_yaml
 from fedbench.papers import load_paper_values
 from fedbench.report.layout import STANDIN_NOTE, LayoutError
 from fedbench.report.sidecar import read_sidecar
-from fedbench.report.tables import TableSpec, build_table, write_table
+from fedbench.report.tables import TableSpec, build_table, header_lines, write_table
 
 QUICK_NOTE = "small-scale run: reduced clients/rounds, not the paper's setting"
 ROWS = [{"id": "fedavg", "label": "FedAvg"}, {"id": "fedprox", "label": "FedProx"}]
@@ -359,3 +359,19 @@ def test_html_view_is_one_self_contained_sortable_page(runs, tmp_path):
     assert '<li class="warning">WARNING: ' + QUICK_NOTE in page
     assert 'class="sortable"' in page and "addEventListener" in page  # click a header: sort
     assert "http" not in page and "src=" not in page  # nothing to fetch: the report embeds it
+
+
+def test_a_worst_clients_cell_at_zero_in_every_seed_is_explained(make, tmp_path):
+    """worst10 of three clients is the lowest one: at 0.05 - 0.05 = 0 in both seeds the cell
+    prints 0.00 ± 0.00, and a note says what that means; a cell above zero gets none."""
+    low = [make(seed=s, curve={5: 0.05}) for s in (0, 1)]
+    s = spec({("fedavg", "mnist"): low}, stat="worst10")
+    table = build_table(s, None)
+    assert cell(table, "fedavg").ours_mean == 0 and cell(table, "fedavg").ours_std == 0
+    notes = dict(header_lines(table, s))
+    assert notes["Zero"].startswith("FedAvg / MNIST: 0.00 ± 0.00 means that in every seed the")
+    assert "worst 10 % clients averaged 0 %" in notes["Zero"]
+    md = write_table(table, s, tmp_path / "t")[0].read_text()
+    assert "- Zero: FedAvg / MNIST: 0.00 ± 0.00 means" in md
+    fine = spec({("fedavg", "mnist"): [make(seed=0, curve={5: 0.5})]}, stat="worst10")
+    assert "Zero" not in dict(header_lines(build_table(fine, None), fine))
