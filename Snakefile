@@ -34,6 +34,7 @@ onstart:
 
 onsuccess:
     shutdown_warm_worker()
+    drop_unneeded_temp(workflow)
 
 
 # A failed run ends with each failed job's "what to do" line, read from its log (fedbench.advice).

@@ -174,3 +174,16 @@ def test_the_warm_worker_starts_only_for_a_later_job_and_leaves_nothing(workspac
     finally:
         (ws / "Snakefile").write_text(snakefile)
         shutil.rmtree(warm, ignore_errors=True)
+
+
+@pytest.mark.workflow
+def test_a_forced_run_keeps_no_params_file_that_a_grid_run_deletes(workspace):
+    """params.pt is temp (only a landscape job reads it): Snakemake keeps a target job's temp
+    outputs, so the workflow's onsuccess deletes those no requested file names."""
+    ws, env, metrics = workspace
+    params = (ws / METRICS).parent / "params.pt"
+    _snakemake(ws, env, f"{METRICS} --forcerun {METRICS}")
+    assert (ws / METRICS).read_bytes() == metrics and not params.exists()
+    _snakemake(ws, env, f"{Path(METRICS).parent}/params.pt --forcerun {METRICS}")  # by name
+    assert params.is_file()
+    params.unlink()

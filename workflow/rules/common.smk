@@ -1,4 +1,5 @@
 # Helpers for the rules: the catalog and grids, validated once at DAG build.
+import os
 import re
 import sys
 
@@ -120,3 +121,17 @@ def check_target_names(workflow):
     message = unknown_target(list(args.targets or []), [r.name for r in workflow.rules])
     if message:
         raise ValueError(message)
+
+
+def drop_unneeded_temp(workflow):
+    """Snakemake keeps a target job's temp outputs: a run forced by its metrics.jsonl kept its
+    params.pt (~800 KB) that a grid run deletes once no landscape job needs it. Delete those of
+    the run's target jobs that no requested file names (every consumer has run by now)."""
+    from snakemake.io import is_flagged
+
+    dag = workflow.dag
+    requested = {str(f) for f in dag.targetfiles}
+    for job in dag.targetjobs:
+        for f in job.output:
+            if is_flagged(f, "temp") and str(f) not in requested and os.path.isfile(f):
+                os.remove(f)
