@@ -64,12 +64,14 @@ def seed_curves(
 
 def _draw_cell(
     ax, runs: list[RunData], spec: FigureSpec, q: Quantity, label: str, style: dict, place
-) -> None:
+) -> pd.Series | None:
     """Mean line and ±std band of one row in one panel; diverged runs dotted up to divergence.
 
     `style`: the row's color, line style and marker; `place`: (row index, rows), which points
-    carry its markers (a one-point curve, a smoke run evaluated once, is its marker)."""
+    carry its markers (a one-point curve, a smoke run evaluated once, is its marker). Returns
+    the mean line drawn (None: no finished run)."""
     color = style["color"]
+    mean = None
     diverged = [r for r in runs if r.status != "ok"]
     if diverged:
         label += f" [{len(diverged)}/{len(runs)} diverged]"
@@ -98,6 +100,7 @@ def _draw_cell(
         if len(s):
             ax.plot(s.index, s.values, color=color, ls=":", lw=1.0)
             ax.plot([s.index[-1]], [s.iloc[-1]], "x", color=color)
+    return mean
 
 
 def make_figure(spec: FigureSpec) -> Figure:
@@ -112,6 +115,7 @@ def make_figure(spec: FigureSpec) -> Figure:
     styles = row_styles(spec.rows, ms=4.0)
     quantities = cell_quantities(spec)
     by, _ = variation(spec, "protocol")
+    means: dict[tuple[str, str], pd.Series | None] = {}
     for ax, col in zip(axes, spec.columns, strict=True):
         for i, row in enumerate(spec.rows):
             q = quantities[(str(row["id"]), str(col["id"]))]
@@ -119,7 +123,10 @@ def make_figure(spec: FigureSpec) -> Figure:
             label = str(row["label"]) + (f" [{q.protocol}]" if by in ("row", "cell") else "")
             if runs:
                 place = (i, len(spec.rows))
-                _draw_cell(ax, runs, spec, q, label, styles[str(row["id"])], place)
+                style = styles[str(row["id"])]
+                means[(str(row["id"]), str(col["id"]))] = _draw_cell(
+                    ax, runs, spec, q, label, style, place
+                )
         title = str(col["label"])
         if by == "column":
             title += f" [{quantities[(str(spec.rows[0]['id']), str(col['id']))].protocol}]"
@@ -129,18 +136,51 @@ def make_figure(spec: FigureSpec) -> Figure:
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(axis_label(spec.metric, spec.stat, spec.percent))
     shared_legend(fig, axes)
+    seeds = len({r.key["seed"] for runs in cells.values() for r in runs})
     title = [
         f"{spec.paper} {spec.name}: {spec.caption}",
         axis_note(spec, spec.percent),
-        f"scale {spec.scale}; mean over seeds, band = ±1 sample std (ddof=1)"
+        f"line: the mean over {seeds} seed{'s' if seeds != 1 else ''}"
+        + ("; band: ± one standard deviation across seeds" if seeds > 1 else "")
         + (f"; each run's curve {_smoothing(spec, cells)}" if spec.smooth else ""),
         *protocol_notes({q.protocol for q in quantities.values()}),
+        *coinciding_note(spec, means),
         *(f"Precision: {note}" for note in [precision_note(cells)] if note),
         *(f"WARNING: {w}" for w in warning_lines(spec.scale, any_standin(cells))),
     ]
     chars = int(width * CHARS_PER_INCH)
-    fig.suptitle("\n".join(textwrap.fill(t, chars) for t in title), fontsize="medium")
+    lines = (textwrap.fill(t, chars, break_on_hyphens=False) for t in title)
+    fig.suptitle("\n".join(lines), fontsize="medium")
     return fig
+
+
+COINCIDE = 0.1  # in the axis' units (points of a percent): closer at every round reads as one line
+
+
+def coinciding_note(spec: FigureSpec, means: dict) -> list[str]:
+    """'FedProx ≈ FedAvg ...' for each row whose mean line lies within COINCIDE of an earlier
+    row's at every round of every panel (drawn over it: its hollow marker shows both)."""
+    labels = {str(r["id"]): str(r["label"]) for r in spec.rows}
+    ids, cols = list(labels), [str(c["id"]) for c in spec.columns]
+    pairs = []
+    for j, b in enumerate(ids):
+        for a in ids[:j]:
+            shared = [c for c in cols if means.get((a, c)) is not None]
+            if not shared or any(means.get((b, c)) is None for c in shared):
+                continue
+            if all(_within(means[(a, c)], means[(b, c)]) for c in shared):
+                pairs.append(f"{labels[b]} ≈ {labels[a]}")
+                break
+    if not pairs:
+        return []
+    return [
+        f"{'; '.join(pairs)}: within {COINCIDE:g} at every round of every panel (drawn over "
+        "each other: look for the hollow markers)"
+    ]
+
+
+def _within(a: pd.Series, b: pd.Series) -> bool:
+    return a.index.equals(b.index) and bool(((a - b).abs() <= COINCIDE + 1e-9).all())
 
 
 def _smoothing(spec: FigureSpec, cells: dict) -> str:

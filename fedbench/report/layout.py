@@ -322,15 +322,16 @@ def axis_label(metric: str, stat: str, percent: bool) -> str:
 
 
 def axis_note(spec: CellLayout, percent: bool) -> str:
-    """The title line saying what the value axis shows, in words and with the code names."""
+    """The title line saying what the value axis shows, in words (a figure's reader needs no
+    code names: the grid's protocol and stat keys are in its spec, the words here)."""
     label = axis_label(spec.metric, spec.stat, percent)
-    stat = f", {STAT_WORDS[spec.stat]} (stat {spec.stat})" if spec.stat in STAT_WORDS else ""
+    stat = f", {STAT_WORDS[spec.stat]}" if spec.stat in STAT_WORDS else ""
     by, where = variation(spec, "protocol")
     if by == "table":
         (protocol,) = where or [spec.protocol]
         joiner = ", " if protocol in (SERVER, TRAIN) else " of "
         words = protocol_words(protocol)
-        return f"y axis: {label}{joiner}{words} (protocol {protocol}){stat}"
+        return f"y axis: {label}{joiner}{words}{stat}"
     place = "after each panel's title" if by == "column" else "after each line's name"
     legend = "; ".join(f"{p} = {protocol_words(p)}" for p in where)
     return f"y axis: {label}{stat}; protocol per {by}, in brackets {place}: {legend}"

@@ -141,6 +141,11 @@ def test_rows_get_distinct_styles_even_when_their_curves_coincide(make):
     assert len({line.get_markevery()[0] for line in lines}) == 3  # markers at other rounds
     legend = fig.legends[0].legend_handles
     assert [h.get_marker() for h in legend] == [line.get_marker() for line in lines]
+    text = " ".join(fig.get_suptitle().split())  # and the title says so, each pair once
+    assert "fedprox ≈ fedavg; scaffold ≈ fedavg: within 0.1 at every round" in text
+    apart = {**cells, ("scaffold", "mnist"): [make(seed=0, algorithm="scaffold")]}
+    text = " ".join(make_figure(spec(apart, rows=rows, columns=COLS[:1])).get_suptitle().split())
+    assert "fedprox ≈ fedavg:" in text and "scaffold ≈" not in text
 
 
 def test_plain_axis_labels_and_the_quantity_in_the_title(runs):
@@ -149,9 +154,12 @@ def test_plain_axis_labels_and_the_quantity_in_the_title(runs):
     assert fig.axes[0].get_xlabel() == "Round"
     text = " ".join(fig.get_suptitle().split())
     assert (
-        "y axis: Top-1 accuracy (%) of the global model on each client's test split (protocol "
-        "global), sample-weighted mean over clients (stat wmean)"
+        "y axis: Top-1 accuracy (%) of the global model on each client's test split, "
+        "sample-weighted mean over clients"
     ) in text
+    assert "line: the mean over 1 seed" in text and "band" not in text  # one run: no band
+    for code in ("protocol global", "stat wmean", "ddof"):  # said in words, not code names
+        assert code not in text, code
     loss = make_figure(spec({("fedavg", "mnist"): [runs["avg0"]]}, metric="loss"))
     assert loss.axes[0].get_ylabel() == "Loss"  # percent scales accuracies only
     gini = make_figure(spec({("fedavg", "mnist"): [runs["avg0"]]}, stat="gini"))
