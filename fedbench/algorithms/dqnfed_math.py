@@ -134,6 +134,9 @@ def gram_schmidt_step(grads: torch.Tensor, d: torch.Tensor) -> ServerStep:
     return ServerStep(eta * direction, eta, lam, _condition(gram), 0.0)
 
 
+EPS64 = float(torch.finfo(torch.float64).eps)
+
+
 def min_norm_step(grads: torch.Tensor, d: torch.Tensor, ridge_eps: float = 0.0) -> ServerStep:
     """u = Gᵀα with (GGᵀ + εI)α = d̃ in float64 (§B.3.6): the Gram-Schmidt route's u without
     its divisions. ε = `ridge_eps`; when the Cholesky factorisation fails (dependent or
@@ -155,8 +158,12 @@ def min_norm_step(grads: torch.Tensor, d: torch.Tensor, ridge_eps: float = 0.0) 
     ridge = float(ridge_eps)
     eye = torch.eye(m, dtype=gram.dtype, device=gram.device)
     factor, info = torch.linalg.cholesky_ex(gram + ridge * eye)
-    if int(info) != 0:
-        ridge = max(ridge, 1e-8 * float(torch.trace(gram)) / m)
+    # A factorisation that "succeeds" on rounding (a pivot² at the level of float64's epsilon
+    # times the trace: dependent gradients, which some BLAS builds factor with a 1e-15 pivot)
+    # fails as surely as one that stops: its α would be rounding noise times 1e15.
+    trace = float(torch.trace(gram))
+    if int(info) != 0 or float(torch.diagonal(factor).pow(2).min()) <= m * EPS64 * trace:
+        ridge = max(ridge, 1e-8 * trace / m)
         factor = torch.linalg.cholesky(gram + ridge * eye)
     alpha = torch.cholesky_solve(dd[:, None], factor).squeeze(1)
     u = torch.cat([block.double().T @ alpha for block in grads.split(COLUMN_BLOCK, dim=1)])
