@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import json
 import os
 import shlex
@@ -44,6 +45,102 @@ def _temporary(dest: Path, suffix: str = "") -> Path:
     return Path(tmp)
 
 
+# Content records: beside each result file the workflow writes (a path under a `results` folder,
+# not a checkpoint), `.<name>.sha256` holds its sha256, size and first modification time. Snakemake
+# decides what to rerun by modification times: a file written again with the same bytes (a
+# damaged dataset regenerated as the advice says) gets its first time back, so nothing made from
+# it reruns; and a result changed by anything but the workflow (damage) is found before any job
+# runs, so no good output is deleted by a rerun that would fail (`check_results`).
+RECORD_SUFFIX = ".sha256"
+_CHUNK = 1 << 20
+
+
+def record_path(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    return path.with_name(f".{path.name}{RECORD_SUFFIX}")
+
+
+def _recorded(path: Path) -> bool:
+    return "results" in path.parts and not path.name.startswith("checkpoint")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _read_record(path: Path) -> dict | None:
+    try:
+        rec = json.loads(record_path(path).read_text())
+        return rec if {"sha256", "size", "mtime_ns"} <= set(rec) else None
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def settle(dest: str | os.PathLike) -> None:
+    """After writing `dest`: the same bytes as its record says -> its recorded (first) time back;
+    else a new record. (Snakemake touches a job's outputs after it; `check_results` restores the
+    time again at the next run.)"""
+    dest = Path(dest)
+    if not _recorded(dest):
+        return
+    st, digest, rec = os.stat(dest), file_sha256(dest), _read_record(dest)
+    if rec is not None and rec["sha256"] == digest and rec["size"] == st.st_size:
+        os.utime(dest, ns=(st.st_atime_ns, int(rec["mtime_ns"])))
+        return
+    body = json.dumps({"sha256": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns})
+    tmp = record_path(dest).with_name(record_path(dest).name + f".{os.getpid()}.tmp")
+    tmp.write_text(body + "\n")
+    os.replace(tmp, record_path(dest))
+
+
+def check_results(root: str | os.PathLike = "results", forced=()) -> list[Path]:
+    """Compare every recorded result file under `root` with its record: one whose time moved but
+    whose bytes did not gets its recorded time back; one whose bytes changed is returned
+    (damaged: changed by something other than the workflow), unless `forced` names it (it is
+    being written again). Files the record names but that are gone are left to Snakemake."""
+    forced = {os.path.normpath(str(f)) for f in forced}
+    damaged = []
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if not (name.startswith(".") and name.endswith(RECORD_SUFFIX)):
+                continue
+            path = Path(folder, name[1 : -len(RECORD_SUFFIX)])
+            rec = _read_record(path)
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            if rec is None or (st.st_mtime_ns == rec["mtime_ns"] and st.st_size == rec["size"]):
+                continue
+            if st.st_size == rec["size"] and file_sha256(path) == rec["sha256"]:
+                os.utime(path, ns=(st.st_atime_ns, int(rec["mtime_ns"])))
+            elif os.path.normpath(str(path)) not in forced:
+                damaged.append(path)
+    return sorted(damaged)
+
+
+def damaged_results_message(damaged: list[Path]) -> str:
+    """The error for result files changed after the workflow wrote them, with the command that
+    writes them again (nothing else: a byte-identical rewrite reruns nothing after it)."""
+    shown = ", ".join(map(str, damaged[:5])) + (
+        f" and {len(damaged) - 5} more" if damaged[5:] else ""
+    )
+    command = shlex.join(
+        ["snakemake", "--cores", "all", *map(str, damaged), "--forcerun", *map(str, damaged)]
+    )
+    return (
+        f"{len(damaged)} result file(s) changed after the workflow wrote them (their sha256 "
+        f"differs from the record beside them; damaged?): {shown}. Nothing was run, so no good "
+        f"output was deleted. Write them again with: {command} ; then run your own snakemake "
+        "command again "
+        "(a file written again with the same bytes makes nothing rerun)"
+    )
+
+
 @contextlib.contextmanager
 def atomic_path(dest: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     """Yield a temporary path beside `dest`; rename it onto `dest` only if the block succeeds."""
@@ -51,6 +148,7 @@ def atomic_path(dest: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
     try:
         yield tmp_path
         os.replace(tmp_path, dest)
+        settle(dest)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
@@ -65,6 +163,8 @@ def atomic_paths(*dests: str | os.PathLike) -> Iterator[list[Path]]:
         yield tmps
         for tmp, dest in zip(tmps, dests):
             os.replace(tmp, dest)
+        for dest in dests:
+            settle(dest)
 
 
 @contextlib.contextmanager

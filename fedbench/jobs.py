@@ -223,6 +223,15 @@ def claims_page(
         return write_page(page, Path(out_file).with_suffix(""))
 
 
+def landing(out_file: str | Path, log=None) -> None:
+    """A scale's landing page (results/{scale}/index.html) from what is built under its folder."""
+    from fedbench.io import write_text
+    from fedbench.report.landing import landing_page
+
+    with _job(log, [out_file]):
+        write_text(out_file, landing_page(Path(out_file).parent))
+
+
 def claims_index(pages: list, scale: str, out_file: str | Path, log=None) -> list:
     """The claims page across works (.md, .html, .csv beside `out_file`), from their pages' CSVs."""
     from fedbench.claims.page import read_page_csv, write_index

@@ -38,3 +38,48 @@ def test_every_built_csv_reads_with_pandas_and_keeps_its_notes():
             # a table's or a claims page's notes: in the sidecar, in order, none lost
             notes = read_sidecar(path.with_suffix(".json"))
             assert ("Table" if where == "papers" else "Work") in dict(notes), path
+
+
+def test_the_built_landing_page_shows_every_table_caption():
+    """`snakemake index` after the smoke grids: a headless Chromium renders results/smoke's
+    landing page, and every built table's caption (from its sidecar) is in the page's text."""
+    from test_landing import chromium, rendered_text
+
+    root = _built()
+    page = root / "index.html"
+    assert page.is_file(), f"{page}: not built (snakemake index --config scale={root.name})"
+    if chromium() is None:
+        pytest.skip("no Chromium here (make test installs Debian's)")
+    text = rendered_text(page, root / "index.screenshot.png")
+    missing = []
+    for sidecar in sorted((root / "papers").glob("*/*.json")):
+        table = dict(read_sidecar(sidecar)).get("Table", "")
+        if table and table not in text:
+            missing.append(f"{sidecar}: {table}")
+    assert not missing, "captions not on the landing page:\n" + "\n".join(missing[:10])
+
+
+def test_the_landing_page_is_the_reports_first_entry(tmp_path):
+    """`snakemake --report ... index`: the report's first category is the landing page's."""
+    import json
+    import re
+    import subprocess
+    import sys
+
+    root = _built()
+    report = tmp_path / "report.html"
+    subprocess.run(
+        [sys.executable, "-m", "snakemake", "--report", str(report), "index"]
+        + ["--config", f"scale={root.name}"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+    line = re.search(r"var categories = (\{.*?\});\n", report.read_text()).group(1)
+    categories = json.loads(line)
+    first = next(iter(categories))
+    assert first == "Overview", list(categories)[:3]
+    assert categories[first] == {
+        f"results ({root.name} scale)": [f"results/{root.name}/index.html"]
+    }

@@ -5,6 +5,7 @@ the job, and the run ends with the same metrics.jsonl bytes as before the damage
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+
+from fedbench.io import record_path
 
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = "smoke"
@@ -91,8 +94,17 @@ def _snakemake(ws: Path, env: dict, args: str, ok: bool = True) -> subprocess.Co
     return result
 
 
-def _truncate(path: Path) -> None:
+def _truncate(path: Path, record: bool = True) -> None:
+    """Cut a file in half; record=False also drops its content record (a file written before
+    records existed: the damage is then found by the job that reads it)."""
+    if not record:
+        record_path(path).unlink()
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _ran(log: str, rule: str) -> int:
+    """How many jobs of `rule` a snakemake run's output says it ran (its job-stats table)."""
+    return sum(int(m.group(1)) for m in re.finditer(rf"^{rule}\s+(\d+)\s*$", log, re.M))
 
 
 def _follow_advice(ws: Path, env: dict, log: Path, terminal: str, damaged: str) -> str:
@@ -118,7 +130,7 @@ def _follow_advice(ws: Path, env: dict, log: Path, terminal: str, damaged: str) 
 @pytest.mark.workflow
 def test_a_truncated_dataset_read_by_the_partition_job(workspace):
     ws, env, metrics = workspace
-    _truncate(ws / DATA)  # newer than the partition made from it: `tiny` reruns that job
+    _truncate(ws / DATA, record=False)  # newer than its partition: `tiny` reruns that job
     failed = _snakemake(ws, env, "tiny", ok=False)
     log = ws / "logs" / SCALE / "partition" / "synthetic-1-1" / "natural" / "seed0.log"
     command = _follow_advice(ws, env, log, failed.log, DATA)
@@ -129,7 +141,7 @@ def test_a_truncated_dataset_read_by_the_partition_job(workspace):
 @pytest.mark.workflow
 def test_a_truncated_partition_and_a_damaged_checkpoint_of_the_run(workspace):
     ws, env, metrics = workspace
-    _truncate(ws / PART)
+    _truncate(ws / PART, record=False)
     ckpt = (ws / METRICS).parent / "checkpoint.pt"
     ckpt.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 4)  # a write cut short
     failed = _snakemake(ws, env, "tiny", ok=False)
@@ -187,3 +199,34 @@ def test_a_forced_run_keeps_no_params_file_that_a_grid_run_deletes(workspace):
     _snakemake(ws, env, f"{Path(METRICS).parent}/params.pt --forcerun {METRICS}")  # by name
     assert params.is_file()
     params.unlink()
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("damaged", [DATA, PART, METRICS], ids=["dataset", "partition", "metrics"])
+def test_a_damaged_result_stops_the_run_before_any_job_and_its_repair_retrains_nothing(
+    workspace, damaged
+):
+    """A result changed after the workflow wrote it (its content record differs): the run stops
+    before any job, naming it and the command, so no output is deleted; the command writes it
+    again, with the same bytes, and then the user's command retrains no run whose inputs are
+    byte-identical (only a damaged metrics.jsonl's own run trains again)."""
+    ws, env, metrics = workspace
+    before = {p: (ws / p).stat().st_mtime_ns for p in (DATA, PART, METRICS, TABLE)}
+    _truncate(ws / damaged)
+    failed = _snakemake(ws, env, "tiny", ok=False)
+    assert "result file(s) changed after the workflow wrote them" in failed.log, failed.log[-3000:]
+    assert "Nothing was run, so no good output was deleted" in failed.log
+    assert all((ws / p).exists() for p in (DATA, PART, METRICS, TABLE))  # nothing deleted
+    command = re.search(r"Write them again with: (snakemake .*?) ;", failed.log).group(1)
+    assert command == f"snakemake --cores all {damaged} --forcerun {damaged}"
+    repair = _run(ws, env, command)
+    assert repair.returncode == 0, repair.log[-4000:]
+    assert _ran(repair.log, "train") == (1 if damaged == METRICS else 0)
+    again = _snakemake(ws, env, "tiny")  # the user's own command: nothing left to retrain
+    assert _ran(again.log, "train") == 0 and _ran(again.log, "partition") == 0, again.log[-3000:]
+    assert (ws / METRICS).read_bytes() == metrics
+    # every file written again with the same bytes has its first time back (its record's:
+    # the time it was written, before Snakemake touched it)
+    for p in (DATA, PART, METRICS):
+        first = json.loads(record_path(ws / p).read_text())["mtime_ns"]
+        assert (ws / p).stat().st_mtime_ns == first <= before[p], p

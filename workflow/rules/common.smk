@@ -22,6 +22,8 @@ from fedbench.grid import (
 from fedbench.outputs import incentive as incentive_kind
 from fedbench.outputs import landscape as landscape_kind
 from fedbench.worker import plan as plan_warm_worker, shutdown as shutdown_warm_worker
+from fedbench.io import check_results, damaged_results_message
+from fedbench.report.landing import page_inputs as landing_inputs
 from fedbench.advice import print_advice as print_failed_job_advice, unknown_target
 
 GRIDS = load_workflow(config, "config")
@@ -108,15 +110,42 @@ def incentive_settings(wildcards):
     return incentive_kind.settings_of(GRIDS[wildcards.paper], wildcards.name)
 
 
+def _command_line():
+    """This snakemake's command line as Snakemake's own parser reads it (None: not a snakemake
+    command line, e.g. the API)."""
+    from snakemake.cli import get_argument_parser
+
+    try:
+        return get_argument_parser().parse_known_args(sys.argv[1:])[0]
+    except SystemExit:
+        return None
+
+
+def check_results_unchanged():
+    """Before any job: result files changed since the workflow wrote them (fedbench.io's content
+    records) stop the run naming them, so no rerun deletes a good output; a file written again
+    with the same bytes gets its first time back, so nothing made from it reruns. Skipped in a
+    job's own process (a cluster job re-reads the Snakefile while others write)."""
+    args = _command_line()
+    if (
+        args is None
+        or getattr(args, "target_jobs", None)
+        or getattr(args, "forceall", False)
+    ):
+        return
+    damaged = check_results(
+        "results", forced=list(getattr(args, "forcerun", None) or [])
+    )
+    if damaged:
+        raise ValueError(damaged_results_message(damaged))
+
+
 def check_target_names(workflow):
     """Refuse a requested target that names no rule and no file, naming the nearest rules (the
     targets from Snakemake's own command-line parser: the DAG settings do not exist yet here).
     """
-    from snakemake.cli import get_argument_parser
-
-    try:
-        args, _ = get_argument_parser().parse_known_args(sys.argv[1:])
-    except SystemExit:  # not a snakemake command line (the API, a job's own process)
+    args = _command_line()
+    if args is None:  # not a snakemake command line (the API, a job's own process)
         return
     message = unknown_target(list(args.targets or []), [r.name for r in workflow.rules])
     if message:
@@ -126,7 +155,8 @@ def check_target_names(workflow):
 def drop_unneeded_temp(workflow):
     """Snakemake keeps a target job's temp outputs: a run forced by its metrics.jsonl kept its
     params.pt (~800 KB) that a grid run deletes once no landscape job needs it. Delete those of
-    the run's target jobs that no requested file names (every consumer has run by now)."""
+    the run's target jobs that no requested file names (every consumer has run by now).
+    """
     from snakemake.io import is_flagged
 
     dag = workflow.dag

@@ -164,3 +164,38 @@ for _paper in GRIDS:
         input:
             grid_outputs(_paper),
         localrule: True
+
+
+# A scale's landing page: every grid built there, tables inline, figures embedded, the claims.
+# It reads what exists at DAG build (like the claims pages): build the grids first, then
+# `snakemake index` (at --config scale=...). "Overview" sorts before the grids' categories.
+rule landing:
+    input:
+        lambda w: landing_inputs(w.scale),
+    output:
+        report(
+            "results/{scale}/index.html",
+            caption="../report/landing.rst",
+            category="Overview",
+            subcategory="results ({scale} scale)",
+            labels={"output": "index", "scale": "{scale}"},
+        ),
+    log:
+        "logs/{scale}/landing.log",
+    localrule: True
+    conda:
+        "../envs/fedbench.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+        gpu=0,
+    script:
+        "../scripts/landing.py"
+
+
+# `snakemake index` (at --config scale=..., default paper): the landing page of that scale.
+rule index:
+    input:
+        f"results/{config.get('scale') or 'paper'}/index.html",
+    localrule: True
