@@ -23,7 +23,9 @@ tree with uncommitted changes) is refused, naming the runs and the fix; `--allow
 anyway, and the table's notes then say how many runs are dirty and which commits they name.
 
 `--cells-out CSV` writes what the claims read (fedbench.claims): each cell's value per seed, as
-the table reads it, from the runs finished here (grid, table, scale, row, column, seed, value).
+the table reads it (a curve figure's name instead of a table's: each curve's mean over its rounds,
+`fedbench.claims.evaluate.read_figure`), from the runs finished here (grid, table, scale, row,
+column, seed, value).
 Committed beside the record as `docs/reproductions/<name>_cells.csv`, it gives a fresh clone's
 claims pages their paper-scale verdicts where the runs themselves are not on the machine.
 
@@ -70,12 +72,13 @@ def table_run_dirs(paper: str, table: str, scale: str | None, config: str) -> tu
 def _table_runs(paper: str, table: str, scale: str | None, config: str):
     """`table_run_dirs` and the resolved scale, from one load of the catalog and grid."""
     catalog, grid = _load(paper, config)
-    if table not in grid.outputs("tables"):
+    section = "tables" if table in grid.outputs("tables") else "figures"
+    if table not in grid.outputs(section):
         raise SystemExit(f"{paper}: no table {table!r}; tables: {sorted(grid.outputs('tables'))}")
     scale = resolve_scale(grid, scale)
-    keys = cells(grid, "tables", table, catalog, scale)
+    keys = cells(grid, section, table, catalog, scale)
     dirs = [Path(k.folder(scale)) for ks in keys.values() for k in ks]
-    return dirs, grid.outputs("tables")[table], scale
+    return dirs, grid.outputs(section)[table], scale
 
 
 def write_partial_table(
@@ -228,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.out}: {len(frame)} runs, {done} finished ({len(recorded)} from the record)",
         file=sys.stderr,
     )
+    if args.table_out and args.table not in _load(args.paper, args.config)[1].outputs("tables"):
+        raise SystemExit(f"--table-out: {args.table} is a figure; record it with --cells-out")
     if args.table_out:
         finished, total = write_partial_table(
             args.paper,

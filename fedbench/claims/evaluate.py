@@ -199,6 +199,12 @@ def read_table(
     def kept() -> TableRead | None:  # the committed record, read only where the runs are absent
         return None if records is None else recorded_cells(records, grid.name, name, scale)
 
+    if name not in grid.outputs("tables") and name in grid.outputs("figures"):
+        read = read_figure(grid, name, catalog, scale)
+        if not any(read.values.values()) and (record := kept()) is not None:
+            return record
+        return read
+
     try:
         spec = output_spec(grid, "tables", name, catalog, scale)
     except ValueError as err:  # a selection's choice not made yet (ChoicePending), ...
@@ -219,6 +225,48 @@ def read_table(
     )
     try:
         values = seed_values(dataclasses.replace(spec, cells=done), recorded)
+    except (RunDataError, LayoutError) as err:
+        return TableRead(name, missing=missing, error=str(err).splitlines()[0])
+    return TableRead(name, values, missing)
+
+
+CURVE_READING = (
+    "a figure's curve is read per run as its mean over the run's evaluated rounds (the area under "
+    "the curve divided by the rounds): of two methods that end alike, the one that gets there "
+    "sooner reads higher"
+)
+
+
+def read_figure(grid: Grid, name: str, catalog: dict, scale: str) -> TableRead:
+    """A curve figure (kind rounds) as a table: each (row, panel) cell's value per seed is the
+    run's curve averaged over its evaluated rounds (CURVE_READING), scaled as the figure draws it;
+    diverged runs are left out as in the figure's mean line."""
+    from fedbench.grid import output_spec
+    from fedbench.report.collect import RunDataError, run_series
+    from fedbench.report.curve_spec import FigureSpec
+    from fedbench.report.layout import LayoutError, cell_quantities, load_cells, value_scale
+
+    try:
+        spec = output_spec(grid, "figures", name, catalog, scale)
+    except ValueError as err:  # a selection's choice not made yet (ChoicePending), ...
+        return TableRead(name, error=str(err).splitlines()[0])
+    if not isinstance(spec, FigureSpec) or spec.kind != "rounds":
+        return TableRead(name, error=f"{name} is not a figure of curves over rounds")
+    done = {cell: [d for d in dirs if _finished(d)] for cell, dirs in spec.cells.items()}
+    missing = tuple(
+        str(d) for cell, dirs in spec.cells.items() for d in dirs if d not in done[cell]
+    )
+    values: dict[tuple[str, str], dict] = {}
+    try:
+        cells = load_cells(dataclasses.replace(spec, cells=done))
+        for key, q in cell_quantities(spec).items():
+            factor = value_scale(q.metric, spec.percent)
+            per_seed = {}
+            for run in cells.get(key, []):
+                curve = run_series(run, q.protocol, q.metric, q.stat).dropna()
+                if run.status == "ok" and not curve.empty:
+                    per_seed[int(run.key["seed"])] = float(curve.mean()) * factor
+            values[key] = per_seed
     except (RunDataError, LayoutError) as err:
         return TableRead(name, missing=missing, error=str(err).splitlines()[0])
     return TableRead(name, values, missing)
@@ -297,8 +345,9 @@ def existing_inputs(grid: Grid, tests: list[Test], catalog: dict, scale: str) ->
 
     files: list[str] = []
     for name in sorted({cell.table for t in tests for cell in t.cells}):
+        section = "tables" if name in grid.outputs("tables") else "figures"
         try:
-            wanted = output_inputs(grid, "tables", name, catalog, scale)
+            wanted = output_inputs(grid, section, name, catalog, scale)
         except ValueError:  # a selection's choice not made yet: its rows' runs are not named
             wanted = []
         files += [f for f in wanted if Path(f).exists()]

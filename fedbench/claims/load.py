@@ -104,9 +104,15 @@ class ClaimsFile:
 
 
 def table_ids(grid: Grid, name: str) -> TableIds | None:
-    """A grid table's row ids, and column ids then summary-column ids (None: no such table)."""
+    """A grid table's row ids, and column ids then summary-column ids; or a curve figure's row
+    and column (panel) ids, read as a table of curve means (`evaluate.read_figure`). None: no
+    such table or figure."""
     out = grid.outputs("tables").get(name)
-    if out is None or not isinstance(out.get("rows"), list):
+    if out is None:
+        out = grid.outputs("figures").get(name)
+        if out is None or out.get("kind", "rounds") != "rounds":
+            return None
+    if not isinstance(out.get("rows"), list):
         return None
     cols = [str(c["id"]) for c in out.get("columns", [])]
     cols += [str(s["id"]) for s in out.get("summaries", [])]
@@ -180,6 +186,8 @@ def _claim(where: str, raw: Any, cf: dict) -> Claim:
     if checks and len(printed):
         for i, test in enumerate(checks):
             for cell in test.cells:
+                if cell.table not in cf["paper"].outputs("tables"):
+                    continue  # a figure's curves: the paper prints no number to check them on
                 if printed_cell(cf["paper"], printed, cell) is None:
                     raise ClaimError(
                         f"{where}.check[{i}]: the paper prints no value for {cell} (table "

@@ -80,7 +80,17 @@ def test_the_papers_own_tables_contradict_these_claims(claims, work):
     }
     expected_values = HOLDS if len(cf.printed) else NO_VALUES
     assert {i for i, v in verdicts.items() if v == FAILS} == FAIL_ON_PRINTED[work]
-    assert all(v in (FAILS, expected_values) for v in verdicts.values()), verdicts
+    # a claim checked on a figure's curves only (DQN-Fed's converges-faster): no printed number
+    tables = cf.paper_grid.outputs("tables") if cf.paper_grid is not None else {}
+    on_figures = {
+        c.id
+        for c in cf.claims
+        if c.checks and all(cell.table not in tables for t in c.checks for cell in t.cells)
+    }
+    assert all(
+        v in (FAILS, expected_values) or (i in on_figures and v == NO_VALUES)
+        for i, v in verdicts.items()
+    ), verdicts
 
 
 def test_dqnfed_table9_mean_fails_for_dqnfed_alone(claims):

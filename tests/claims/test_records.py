@@ -106,3 +106,32 @@ def test_a_tables_cells_carry_over_sittings_through_the_run_record(quick_runs, c
     without = tmp_path / "without.csv"
     assert record.main([*argv, "--out", "third.csv", "--cells-out", str(without)]) == 0
     assert len(without.read_text().splitlines()) < len(whole.read_text().splitlines())
+
+
+def test_a_curve_figure_reads_as_each_runs_curve_mean_and_records_like_a_table(
+    quick_runs, catalog, tmp_path
+):
+    """Figure-based claims: the quick grid's figure1 (the same runs as table1) read per run as
+    its curve's mean over the evaluated rounds; `--cells-out` records it under the figure's
+    name, and without the runs the claims read that record."""
+    from fedbench.claims.evaluate import read_figure
+    from fedbench.claims.load import table_ids
+
+    read = read_figure(quick_runs, "figure1", catalog, "quick")
+    # conftest: one evaluated round (40), every client at TOP1[row] + 0.01 per seed, in percent
+    assert read.values[("fedavg", "synthetic")][1] == pytest.approx(61.0)
+    assert read.values[("scaffold", "image-shards")][2] == pytest.approx(77.0)
+    assert ("scaffold", "synthetic") in read.values and 2 not in read.values[
+        ("scaffold", "synthetic")
+    ]
+    assert table_ids(quick_runs, "figure1").rows == ("fedavg", "fedprox", "scaffold")
+    folder = tmp_path / "records"
+    folder.mkdir()
+    cells = folder / "quick_figure1_cells.csv"
+    argv = ["quick", "figure1", "--scale", "quick", "--config", str(CONFIG), "--out", "f.csv"]
+    assert record.main([*argv, "--cells-out", str(cells)]) == 0
+    with pytest.raises(SystemExit, match="is a figure; record it with --cells-out"):
+        record.main([*argv, "--table-out", "t"])
+    shutil.rmtree("results")  # a fresh clone: the record only
+    again = read_table(quick_runs, "figure1", catalog, "quick", records=folder)
+    assert again.record and again.values == read.values
