@@ -230,17 +230,12 @@ def read_table(
     return TableRead(name, values, missing)
 
 
-CURVE_READING = (
-    "a figure's curve is read per run as its mean over the run's evaluated rounds (the area under "
-    "the curve divided by the rounds): of two methods that end alike, the one that gets there "
-    "sooner reads higher"
-)
-
-
 def read_figure(grid: Grid, name: str, catalog: dict, scale: str) -> TableRead:
     """A curve figure (kind rounds) as a table: each (row, panel) cell's value per seed is the
-    run's curve averaged over its evaluated rounds (CURVE_READING), scaled as the figure draws it;
-    diverged runs are left out as in the figure's mean line."""
+    run's curve averaged over its evaluated rounds (the area under the curve divided by the
+    rounds: of two methods that end alike, the one that gets there sooner reads higher), scaled as
+    the figure draws it; diverged runs are left out as in the figure's mean line. A claim that
+    reads a figure says so in its note."""
     from fedbench.grid import output_spec
     from fedbench.report.collect import RunDataError, run_series
     from fedbench.report.curve_spec import FigureSpec
