@@ -17,6 +17,7 @@ from fedbench.data.leaf_aaggff import VOCAB_SIZE as REDDIT_VOCAB
 from fedbench.data.mqp import VOCAB_SIZE as BERT_VOCAB
 from fedbench.data.speechcommands import NUM_WORDS as SPEECH_WORDS
 from fedbench.data.speechcommands import RATE as SPEECH_RATE
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -279,7 +280,7 @@ def engine_round(fed: Federation, model: nn.Module, cfg: TrainConfig, executor: 
     algo, apply, p0 = build_algorithm("fedavg"), make_apply(model), params_of(model)
 
     def round_():
-        return run_rounds(algo, apply, fed, cfg, Streams(0), p0, executor=executor)
+        return run_rounds(Run(algo, apply, cfg, p0, executor=executor), fed, Streams(0))
 
     return synced(round_)
 

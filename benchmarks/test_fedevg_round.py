@@ -10,6 +10,7 @@ import pytest
 from bench_lib import DEVICE, NUM_CLASSES, federation, synced
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
@@ -44,8 +45,8 @@ def test_fedevg_round(benchmark, clients, executor):
     algo = build_algorithm("fedevg", fid="none")  # FID: fedbench/metrics/fid.py, not timed here
     benchmark.extra_info.update(kind="fedevg_round", executor=executor, clients=k, hidden=HIDDEN)
     benchmark.pedantic(
-        synced(run_rounds), (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
-        {"executor": executor, "fresh_init": _fresh},
+        synced(run_rounds),
+        (Run(algo, make_apply(model), cfg, params_of(model), executor, _fresh), fed, Streams(0)),
         rounds=2 if k <= 10 else 1, warmup_rounds=1,
     )  # fmt: skip
 
@@ -66,6 +67,7 @@ def test_baseline_round(benchmark, name, arch):
     algo = build_algorithm(name, fid="none", classifier_hidden=HIDDEN)
     benchmark.extra_info.update(kind="fedevg_baseline_round", algorithm=name, clients=k)
     benchmark.pedantic(
-        synced(run_rounds), (algo, make_apply(model), fed, cfg, Streams(0), params_of(model)),
-        {"executor": "sequential"}, rounds=2, warmup_rounds=1,
+        synced(run_rounds),
+        (Run(algo, make_apply(model), cfg, params_of(model), "sequential"), fed, Streams(0)),
+        rounds=2, warmup_rounds=1,
     )  # fmt: skip

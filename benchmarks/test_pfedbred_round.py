@@ -7,6 +7,7 @@ import pytest
 from bench_lib import DEVICE, NUM_CLASSES, federation, synced
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
@@ -31,6 +32,6 @@ def test_pfedbred_round(benchmark, ft):
         kind="pfedbred_round", executor="vectorised", ft=ft, clients=CLIENTS, steps=steps
     )
     benchmark.pedantic(
-        synced(run_rounds), (algo, apply, fed, cfg, Streams(0), p0), {"executor": "vectorised"},
+        synced(run_rounds), (Run(algo, apply, cfg, p0, "vectorised"), fed, Streams(0)),
         rounds=3, warmup_rounds=1,
     )  # fmt: skip

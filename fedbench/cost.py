@@ -74,13 +74,10 @@ from fedbench.engine.batches import num_local_steps
 from fedbench.engine.build import build_run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
-from fedbench.engine.functional import make_apply, params_of
-from fedbench.engine.loop import RunState, bind_applies, evaluate_round, run_rounds
+from fedbench.engine.loop import Callbacks, RunState, bind_applies, evaluate_round, run_rounds
 from fedbench.engine.precision import PRECISIONS, check_device
-from fedbench.engine.vectorised import resolve_executor
 from fedbench.grid import RunKey, all_runs, load_grid
 from fedbench.io import write_text
-from fedbench.models.recurrent import choose_recurrent_impl
 from fedbench.rng import Streams
 
 # Hyperparameters that only scale a term the algorithm computes anyway: they never change the work.
@@ -728,17 +725,14 @@ def time_cell(
     sizes = cell.sizes
     template = _template(spec["dataset"]["source"], _freeze(spec["dataset"]["params"]))
     streams = Streams(0)
-    parts = build_run(spec, template, dev, streams)
-    model, algo, cfg = parts.model, parts.algorithm, parts.config
-    executor, _ = resolve_executor(cfg.executor, model)
-    choose_recurrent_impl(model, executor)  # as the training run will
-    apply = make_apply(model)
-    init = params_of(model)
+    run = build_run(spec, template, dev, streams)  # the executor as the training run's
+    algo, cfg = run.algorithm, run.config
+    executor = run.executor
     init_s = [0.0]
 
     def fresh_init(*key: int) -> dict[str, torch.Tensor]:
         began = time.perf_counter()
-        out = parts.fresh_init(*key)
+        out = run.fresh_init(*key)
         _sync(dev)
         init_s[0] += time.perf_counter() - began
         return out
@@ -767,11 +761,12 @@ def time_cell(
         init_s[0] = 0.0
         _sync(dev)
         began = time.perf_counter()
-        st = run_rounds(variant, apply, fed, tcfg, streams, init, stamp, executor, fresh_init)
+        timed = dataclasses.replace(run, algorithm=variant, config=tcfg, fresh_init=fresh_init)
+        st = run_rounds(timed, fed, streams, Callbacks(on_record=stamp))
         if st.status != "ok":
             raise RuntimeError(f"timing run {st.status} at round {st.diverged_round}")
         t = time.perf_counter()
-        _evaluate(variant, apply, fed, st, tcfg, streams)
+        _evaluate(variant, run.apply, fed, st, tcfg, streams)
         _sync(dev)
         overhead = time.perf_counter() - t
         ends = [began + init_s[0], *stamps]
@@ -805,7 +800,7 @@ def time_cell(
     eval_s = float("nan")
     if state is not None:
         eval_s = _time_eval(
-            variants[phases[-1]], apply, template, rng, state, cfg, sizes, eval_clients, budget,
+            variants[phases[-1]], run.apply, template, rng, state, cfg, sizes, eval_clients, budget,
             dev, notes,
         )  # fmt: skip
     return Timing(round_s, eval_s, executor, notes)

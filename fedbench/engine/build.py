@@ -1,5 +1,6 @@
-"""A run's pieces from its resolved spec: the one place a spec becomes a model, an algorithm, an
-engine config and an objective (training, the cost estimate and the loss landscape all use it)."""
+"""A `Run` from its resolved spec: the one place a spec becomes a model, an algorithm, an engine
+config, an objective and an executor (training, the cost estimate, the loss landscape and the
+benchmarks all use it; `run_rounds` trains a Run)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from torch import nn
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.engine.config import TrainConfig
-from fedbench.engine.functional import params_of
+from fedbench.engine.functional import make_apply, params_of
+from fedbench.engine.vectorised import resolve_executor
 from fedbench.metrics.objectives import Objective, build_objective
 from fedbench.models import build_model
+from fedbench.models.recurrent import choose_recurrent_impl
 from fedbench.rng import Streams, init_streams
-from fedbench.tree import Params
+from fedbench.tree import Apply, Params
 
 
 class DatasetShape(Protocol):
@@ -29,18 +32,28 @@ class DatasetShape(Protocol):
     extras: dict[str, np.ndarray]
 
 
-@dataclass(frozen=True)
-class RunParts:
-    """What one run trains and evaluates, built from its spec by `build_run`."""
+@dataclass(frozen=True, eq=False)
+class Run:
+    """What `run_rounds` trains: the algorithm, the network's apply function and its initial
+    parameters, the engine config and the executor. `build_run` makes one from a spec; a test
+    builds one by hand from the first four (the rest have their defaults)."""
 
-    model: nn.Module  # initialised from the run's `init` stream, on the run's device
     algorithm: Algorithm
+    apply: Apply
     config: TrainConfig
-    objective: Objective
+    init_params: Params
+    # "sequential" | "vectorised"; None: the config's (`auto` means vectorised in run_rounds).
+    executor: str | None = None
     # An independent initialisation of the network keyed by integers in the same `init` stream:
     # (client,) for a client's own model, (client, round) for one per client and round (FedEvg),
-    # (K, round) for the server's network (no client has id K).
-    fresh_init: Callable[..., Params]
+    # (K, round) for the server's network (no client has id K). None: the algorithm needs none.
+    fresh_init: Callable[..., Params] | None = None
+    # From a spec only: the network (initialised from the run's `init` stream, on the run's
+    # device), the objective, why the executor was chosen and the recurrent layers' choice.
+    model: nn.Module | None = None
+    objective: Objective | None = None
+    executor_reason: str = ""
+    lstm_impl: str | None = None
 
 
 def build_run(
@@ -48,11 +61,17 @@ def build_run(
     ds: DatasetShape,
     device: torch.device | str = "cpu",
     streams: Streams | None = None,
-) -> RunParts:
-    """The model (its output layer sized by the objective: one logit under `bce_logit`), the
-    algorithm, the TrainConfig and the objective of a resolved spec; initial weights from the
-    `init` stream of `streams` (default: the run's, `Streams(spec["seed"])`), or of
-    `training.init_seed` when set."""
+    *,
+    train: bool = True,
+) -> Run:
+    """The Run of a resolved spec: the model (its output layer sized by the objective: one logit
+    under `bce_logit`), the algorithm, the TrainConfig, the objective, and the executor resolved
+    against the model (`training.executor`; `auto`: vectorised where vmap is exact), with the
+    recurrent layers set for it; initial weights from the `init` stream of `streams` (default:
+    the run's, `Streams(spec["seed"])`), or of `training.init_seed` when set.
+
+    `train=False` builds the network only to score given weights (the loss landscape): no
+    executor is resolved and recurrent layers stay as built."""
     streams = Streams(spec["seed"]) if streams is None else streams
     cfg = TrainConfig.from_dict(spec["training"])
     init_rng = init_streams(streams, cfg.init_seed)
@@ -74,4 +93,9 @@ def build_run(
         return params_of(model_with(init_rng.torch_seed("init", 1, *key)))
 
     model = model_with(init_rng.torch_seed("init"))
-    return RunParts(model, algo, cfg, objective, fresh_init)
+    executor, why, lstm_impl = None, "", None
+    if train:
+        executor, why = resolve_executor(cfg.executor, model)
+        lstm_impl = choose_recurrent_impl(model, executor)
+    apply, init = make_apply(model), params_of(model)
+    return Run(algo, apply, cfg, init, executor, fresh_init, model, objective, why, lstm_impl)

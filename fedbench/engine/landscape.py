@@ -24,7 +24,6 @@ import yaml
 
 from fedbench.data.base import load_dataset
 from fedbench.engine.build import build_run
-from fedbench.engine.functional import make_apply
 from fedbench.engine.run import pick_device
 from fedbench.io import DamagedFile, MissingFile
 from fedbench.metrics.landscape import LandscapeError, LandscapeSettings, save_landscape
@@ -131,8 +130,9 @@ def compute_run_landscape(
     info = yaml.safe_load(Path(run_yaml).read_text())
     spec = info["spec"]
     ds = load_dataset(dataset_path)
-    parts = build_run(spec, ds, dev)  # its initial weights are replaced by the saved ones
-    model, cfg = parts.model, parts.config
+    # The network only: its initial weights are replaced by the saved ones.
+    built = build_run(spec, ds, dev, train=False)
+    model, cfg = built.model, built.config
     try:
         params = torch.load(params_path, map_location=dev, weights_only=True)
     except FileNotFoundError:
@@ -144,7 +144,7 @@ def compute_run_landscape(
     if {k: v.shape for k, v in params.items()} != expected:
         raise LandscapeError(
             f"{params_path}: parameters {_shapes(params)} do not match model "
-            f"{spec['model']['arch']!r} under objective {parts.objective.name!r} "
+            f"{spec['model']['arch']!r} under objective {built.objective.name!r} "
             f"({_shapes(expected)})"
         )
     x = torch.as_tensor(ds.x_test, device=dev)
@@ -166,13 +166,13 @@ def compute_run_landscape(
         settings.span,
         settings.span,
         len(y),
-        parts.objective.name,
+        built.objective.name,
         dev,
         threads,
     )
     started = time.perf_counter()
     loss = loss_grid(
-        make_apply(model),
+        built.apply,
         params,
         random_directions(params, spec["seed"]),
         x,
@@ -180,7 +180,7 @@ def compute_run_landscape(
         coords,
         coords,
         settings.batch_size or cfg.eval_batch_size,
-        parts.objective.sample_loss,
+        built.objective.sample_loss,
     )
     run = info["run"]
     meta = {
@@ -188,7 +188,7 @@ def compute_run_landscape(
         "seed": int(spec["seed"]),
         "status": str(info["status"]),
         "standin": bool(info["standin"]),
-        "objective": parts.objective.name,
+        "objective": built.objective.name,
         "n_test": len(y),
         "n_test_total": n_total,
         "span": settings.span,

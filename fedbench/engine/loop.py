@@ -21,6 +21,7 @@ from fedbench.algorithms.base import (
 )
 from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import (
     client_losses,
@@ -301,31 +302,39 @@ def evaluate_round(
     return out
 
 
+@dataclass(frozen=True)
+class Callbacks:
+    """What a caller of `run_rounds` hears of the run (each event optional):
+    `on_record(record)` for every metrics record as it is appended (an evaluation round, or the
+    round that diverged); `after_round(state, train_loss)` at the end of every round that did
+    not diverge (progress, checkpoints, timing stamps)."""
+
+    on_record: Callable[[dict[str, Any]], None] | None = None
+    after_round: Callable[[RunState, float], None] | None = None
+
+
 def run_rounds(
-    algo: Algorithm,
-    apply: Apply,
+    run: Run,
     fed: Federation,
-    cfg: TrainConfig,
     streams: Streams,
-    init_params: Params,
-    on_record: Callable[[dict[str, Any]], None] | None = None,
-    executor: str | None = None,
-    fresh_init: Callable[..., Params] | None = None,
+    callbacks: Callbacks | None = None,
     *,
     resume: RunState | None = None,
-    after_round: Callable[[RunState, float], None] | None = None,
 ) -> RunState:
-    """Train for cfg.rounds rounds; every evaluation round appends one record.
+    """Train `run` on `fed` for its config's rounds; every evaluation round appends one record.
 
-    `executor` overrides cfg.executor; `auto` means vectorised here (run.py resolves `auto`
-    against the model before calling, falling back to sequential where vmap is not exact).
-    `fresh_init(*key)` gives a new model initialisation keyed by integers: (client,) for a
+    `run.executor` overrides the config's executor; `auto` means vectorised here (`build_run`
+    resolves `auto` against the model, falling back to sequential where vmap is not exact).
+    `run.fresh_init(*key)` gives a new model initialisation keyed by integers: (client,) for a
     client's own model (algorithms with independently initialised local models), (client, round)
     for a client's fresh model of a round (ClientContext.fresh), (K, round) for the server's
-    (ServerContext.fresh). `resume` (a checkpoint's state) continues
-    after its round instead of initialising; `after_round(state, train_loss)` is called at the end
-    of every round that did not diverge (progress, checkpoints).
+    (ServerContext.fresh). `resume` (a checkpoint's state) continues after its round instead of
+    initialising.
     """
+    algo, apply, cfg, init_params = run.algorithm, run.apply, run.config, run.init_params
+    fresh_init, executor = run.fresh_init, run.executor
+    callbacks = callbacks or Callbacks()
+    on_record, after_round = callbacks.on_record, callbacks.after_round
 
     def fresh_for(client_id: int) -> Callable[[], Params]:
         def fresh() -> Params:

@@ -18,11 +18,8 @@ from fedbench.data.partition import load_partition
 from fedbench.engine.build import build_run
 from fedbench.engine.checkpoint import Checkpointer, CheckpointPolicy, default_path, spec_hash
 from fedbench.engine.federation import Federation
-from fedbench.engine.functional import make_apply, params_of
-from fedbench.engine.loop import RunState, run_rounds
-from fedbench.engine.vectorised import resolve_executor
+from fedbench.engine.loop import Callbacks, RunState, run_rounds
 from fedbench.io import atomic_paths, dump_bytes, jsonl_text, yaml_text
-from fedbench.models.recurrent import choose_recurrent_impl
 from fedbench.rng import Streams
 
 log = logging.getLogger("fedbench.run")
@@ -81,12 +78,12 @@ def execute_run(
     dev = pick_device(device)
     ds = load_dataset(dataset_path)
     streams = Streams(spec["seed"])
-    parts = build_run(spec, ds, dev, streams)
-    model, algo, cfg = parts.model, parts.algorithm, parts.config
+    run = build_run(spec, ds, dev, streams)
+    algo, cfg = run.algorithm, run.config
     fed = _federation(ds, load_partition(partition_path), dev, cfg)
-    executor, why = resolve_executor(cfg.executor, model)
-    lstm_impl = choose_recurrent_impl(model, executor)
-    log.info("executor %s (%s), device %s, %d threads", executor, why, dev, threads)
+    log.info(
+        "executor %s (%s), device %s, %d threads", run.executor, run.executor_reason, dev, threads
+    )
     ckpt = Checkpointer(
         checkpoint_path or default_path(metrics_path),
         spec_hash(spec),
@@ -96,17 +93,11 @@ def execute_run(
     resumed = _resume(ckpt, dev)
     progress = _Progress(cfg.rounds, ckpt, resumed)
     state = run_rounds(
-        algo,
-        make_apply(model),
+        run,
         fed,
-        cfg,
         streams,
-        params_of(model),
-        on_record=_log_divergence,
-        executor=executor,
-        fresh_init=parts.fresh_init,
+        Callbacks(on_record=_log_divergence, after_round=progress.after_round),
         resume=resumed.state if resumed else None,
-        after_round=progress.after_round,
     )
     info = {
         **_run_fields(spec, state, cfg.rounds, algo.personal_protocols, ds, fed.num_clients),
@@ -114,11 +105,11 @@ def execute_run(
         "torch_version": str(torch.__version__),
         "python_version": platform.python_version(),
         "device": str(dev),
-        "executor": executor,
-        "executor_reason": why,
+        "executor": run.executor,
+        "executor_reason": run.executor_reason,
         "precision": cfg.precision,
         "eval_precision": cfg.eval_precision,
-        **({"lstm_impl": lstm_impl} if lstm_impl is not None else {}),
+        **({"lstm_impl": run.lstm_impl} if run.lstm_impl is not None else {}),
         **state.executor_info,
         "threads": threads,
         "resumed": resumed is not None,

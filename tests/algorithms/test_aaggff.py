@@ -24,6 +24,7 @@ from fedbench.algorithms.aaggff import (
 )
 from fedbench.algorithms.base import Batch, ServerContext
 from fedbench.algorithms.simplex import project_simplex, qp_objective, simplex_qp
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -284,7 +285,7 @@ def test_engine_passes_the_pre_training_loss(name, tiny):
     cfg = CFG if name != "aaggff_d" else dataclasses.replace(CFG, clients_per_round=2)
     for executor in ("sequential", "vectorised"):
         seen.clear()
-        run_rounds(Recording(), apply, fed, cfg, Streams(3), p0, executor=executor)
+        run_rounds(Run(Recording(), apply, cfg, p0, executor=executor), fed, Streams(3))
         assert len(seen) == 2
         for params, ids, got in seen:
             want = [
@@ -309,7 +310,7 @@ def test_sequential_and_vectorised_agree(name, params, per_round, tiny, assert_e
     cfg = dataclasses.replace(CFG, rounds=3, clients_per_round=per_round)
     algo = build_algorithm(name, **params)
     seq, vec = (
-        run_rounds(algo, apply, fed, cfg, Streams(5), p0, executor=ex)
+        run_rounds(Run(algo, apply, cfg, p0, executor=ex), fed, Streams(5))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)
@@ -355,7 +356,7 @@ def test_records_carry_figure_3_1_objective(tiny):
             return super().aggregate(global_params, messages, server_state, ctx)
 
     cfg = dataclasses.replace(CFG, rounds=3, clients_per_round=2, eval_every=1)
-    state = run_rounds(Recording(), apply, fed, cfg, Streams(1), p0, executor="sequential")
+    state = run_rounds(Run(Recording(), apply, cfg, p0, executor="sequential"), fed, Streams(1))
     P, F = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
     for form, key in (("thesis", "objective"), ("code", "objective_code")):
         want = cumulative_objective(F, P, form)

@@ -10,6 +10,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ServerContext
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds, sample_clients
@@ -149,7 +150,7 @@ def test_run_keeps_unsampled_entries_and_executors_agree(five, assert_executors_
     fed.train[1] = fed.train[1][:5]  # uneven clients: a short last batch, fewer steps
     algo = build_algorithm("afl", gamma=0.5)
     seq, vec = (
-        run_rounds(algo, apply, fed, CFG, Streams(1), p0, executor=ex)
+        run_rounds(Run(algo, apply, CFG, p0, executor=ex), fed, Streams(1))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)
@@ -160,18 +161,30 @@ def test_run_keeps_unsampled_entries_and_executors_agree(five, assert_executors_
     assert lam[2] == 0.6  # never sampled: C·1, untouched
     assert lam[[1, 3, 4]].sum() == pytest.approx(1.0, abs=1e-12)  # round 2's projection
     # Client 0, sampled in round 1 only, keeps its round-1 value (round 1 of the same run).
-    first = run_rounds(
-        algo, apply, fed, dataclasses.replace(CFG, rounds=1), Streams(1), p0,
-        executor="sequential",
-    ).server_state["lam"].numpy()  # fmt: skip
+    first = (
+        run_rounds(
+            Run(algo, apply, dataclasses.replace(CFG, rounds=1), p0, executor="sequential"),
+            fed,
+            Streams(1),
+        )
+        .server_state["lam"]
+        .numpy()
+    )
     assert first[[0, 1, 3]].sum() == pytest.approx(1.0, abs=1e-12)
     assert first[2] == first[4] == 0.6
     assert lam[0] == first[0] and lam[0] + lam[1] + lam[3] != pytest.approx(1.0)
     # The whole-vector reading ends elsewhere (its λ sums to 1 over all five clients).
     other = run_rounds(
-        build_algorithm("afl", gamma=0.5, variant="whole"), apply, fed, CFG, Streams(1), p0,
-        executor="sequential",
-    )  # fmt: skip
+        Run(
+            build_algorithm("afl", gamma=0.5, variant="whole"),
+            apply,
+            CFG,
+            p0,
+            executor="sequential",
+        ),
+        fed,
+        Streams(1),
+    )
     assert other.server_state["lam"].sum().item() == pytest.approx(1.0, abs=1e-12)
     assert (
         max((other.global_params[k] - seq.global_params[k]).abs().max().item() for k in p0) > 1e-6
@@ -182,8 +195,8 @@ def test_run_readings_agree_at_full_participation(five):
     fed, apply, p0 = five
     cfg = dataclasses.replace(CFG, clients_per_round=5)
     runs = [
-        run_rounds(build_algorithm("afl", gamma=0.5, variant=v), apply, fed, cfg, Streams(3), p0,
-                   executor="sequential")
+        run_rounds(Run(build_algorithm("afl", gamma=0.5, variant=v), apply, cfg, p0, "sequential"),
+                   fed, Streams(3))
         for v in ("code", "whole")
     ]  # fmt: skip
     for k in p0:

@@ -7,6 +7,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, sample_clients
 from fedbench.rng import Streams
@@ -20,7 +21,7 @@ CTX = ClientContext(client_id=0, round=1, lr=0.1, rounds=3, num_train=2, num_ste
 
 def _run(algo, tiny, cfg=CFG):
     fed, apply, p0 = tiny
-    return run_rounds(algo, apply, fed, cfg, Streams(11), p0)
+    return run_rounds(Run(algo, apply, cfg, p0), fed, Streams(11))
 
 
 def _logits(params, x):

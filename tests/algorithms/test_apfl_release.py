@@ -14,6 +14,7 @@ from torch import nn
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext
 from fedbench.config import resolve_run
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
@@ -176,8 +177,7 @@ def test_federated_model_is_fedavg_without_decay(tiny):
     fed, apply, p0 = tiny
     cfg = dataclasses.replace(CFG, rounds=2, eval_every=2)
     fedavg, *apfl = (
-        run_rounds(build_algorithm(name, **kw), apply, fed, cfg, Streams(5), p0,
-                   executor="sequential")
+        run_rounds(Run(build_algorithm(name, **kw), apply, cfg, p0, "sequential"), fed, Streams(5))
         for name, kw in (
             ("fedavg", {}),
             ("apfl", {"variant": "superfed_code", "local_weight_decay": 1e-3}),
@@ -202,7 +202,7 @@ def test_sequential_and_vectorised_agree(tiny, assert_executors_agree):
     fed.train[2] = fed.train[2][:2]
     algo = build_algorithm("apfl", variant="superfed_code", local_weight_decay=1e-2)
     seq, vec = (
-        run_rounds(algo, apply, fed, CFG, Streams(8), p0, executor=ex)
+        run_rounds(Run(algo, apply, CFG, p0, executor=ex), fed, Streams(8))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)

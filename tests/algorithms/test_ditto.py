@@ -6,6 +6,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import sgd_init, sgd_step
 from fedbench.engine.loop import run_rounds
@@ -18,7 +19,7 @@ CTX = ClientContext(client_id=0, round=1, lr=0.1, rounds=3, num_train=2, num_ste
 def _run(algo, tiny, rounds=3, m=3):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=rounds, clients_per_round=m, **CFG)
-    return run_rounds(algo, apply, fed, cfg, Streams(4), p0)
+    return run_rounds(Run(algo, apply, cfg, p0), fed, Streams(4))
 
 
 def _logits(params, x):
@@ -98,8 +99,8 @@ def test_joint_schedule_global_model_is_fedavg_on_counted_steps(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_steps=3, clients_per_round=3)
     algo = build_algorithm("ditto", mu=1.0, prox="squared", schedule="joint")
-    a = run_rounds(algo, apply, fed, cfg, Streams(4), p0)
-    b = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(4), p0)
+    a = run_rounds(Run(algo, apply, cfg, p0), fed, Streams(4))
+    b = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(4))
     for k, v in a.global_params.items():
         torch.testing.assert_close(v, b.global_params[k], rtol=0, atol=1e-6)
 

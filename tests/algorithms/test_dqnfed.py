@@ -10,6 +10,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ServerContext
 from fedbench.algorithms.dqnfed_math import curvature_ok, decrement
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
@@ -50,14 +51,17 @@ def test_one_client_steps_by_its_gradient_then_by_its_quasi_newton_decrement(sol
     cfg = _cfg(batch_size=len(fed.train[0]))  # full batch: one step a round
     algo = build_algorithm("dqnfed")
     idx = [fed.train[0]]
-    r1 = run_rounds(algo, apply, fed, cfg, Streams(0), p0, executor=executor)
+    r1 = run_rounds(Run(algo, apply, cfg, p0, executor=executor), fed, Streams(0))
     g0 = _pass_grad(apply, p0, fed.x, fed.y, idx)
     # Round 1: no curvature pair, d̃ = ‖g‖², u = d̃·g/‖g‖² = g (FedAvg's full GD at lr 1).
     p1 = {k: p0[k] - g0[k] for k in p0}
     for k in p0:
         torch.testing.assert_close(r1.global_params[k], p1[k], rtol=1e-5, atol=1e-6)
-    r2 = run_rounds(algo, apply, fed, _cfg(rounds=2, batch_size=cfg.batch_size), Streams(0), p0,
-                    executor=executor)  # fmt: skip
+    r2 = run_rounds(
+        Run(algo, apply, _cfg(rounds=2, batch_size=cfg.batch_size), p0, executor=executor),
+        fed,
+        Streams(0),
+    )
     keys = list(p0)
     g1 = _pass_grad(apply, p1, fed.x, fed.y, idx)
     s = _flat(p1, keys) - _flat(p0, keys)
@@ -129,7 +133,7 @@ def test_two_local_epochs_add_the_pair_of_a_local_sgd_epoch(solo, executor, send
     algo = build_algorithm("dqnfed", send=send)
     for rounds, n_pairs in [(1, 1), (2, 2)]:  # round 1 has no θ^{t−1}: only the local pair
         cfg = _cfg(rounds=rounds, batch_size=full, local_epochs=2)
-        got = run_rounds(algo, apply, fed, cfg, Streams(0), p0, executor=executor)
+        got = run_rounds(Run(algo, apply, cfg, p0, executor=executor), fed, Streams(0))
         want, kept = _by_hand_e2(apply, p0, fed.x, fed.y, [fed.train[0]], 0.1, rounds, send)
         assert kept == n_pairs
         for k in p0:
@@ -139,10 +143,12 @@ def test_two_local_epochs_add_the_pair_of_a_local_sgd_epoch(solo, executor, send
 def test_two_local_epochs_with_minibatches_agree_across_executors(tiny):
     fed, apply, p0 = tiny
     cfg = _cfg(rounds=2, local_epochs=2)
-    seq = run_rounds(build_algorithm("dqnfed"), apply, fed, cfg, Streams(0), p0,
-                     executor="sequential")  # fmt: skip
-    vec = run_rounds(build_algorithm("dqnfed"), apply, fed, cfg, Streams(0), p0,
-                     executor="vectorised")  # fmt: skip
+    seq = run_rounds(
+        Run(build_algorithm("dqnfed"), apply, cfg, p0, executor="sequential"), fed, Streams(0)
+    )
+    vec = run_rounds(
+        Run(build_algorithm("dqnfed"), apply, cfg, p0, executor="vectorised"), fed, Streams(0)
+    )
     for k in p0:
         torch.testing.assert_close(seq.global_params[k], vec.global_params[k], rtol=1e-4, atol=1e-5)
 
@@ -161,5 +167,5 @@ def test_bad_settings_name_their_key(kw, key):
 def test_an_overflowing_run_stops_as_diverged_not_with_an_error(tiny):
     fed, apply, p0 = tiny
     algo = build_algorithm("dqnfed", server_lr_scale=1e30)  # θ blows up, then its gradients
-    run = run_rounds(algo, apply, fed, _cfg(rounds=6), Streams(0), p0)
+    run = run_rounds(Run(algo, apply, _cfg(rounds=6), p0), fed, Streams(0))
     assert run.status == "diverged" and run.diverged_round is not None

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -38,7 +39,7 @@ def test_sequential_and_vectorised_agree(case, tiny, assert_executors_agree):
     name, params = CASES[case]
     algo = build_algorithm(name, **params)
     seq, vec = (
-        run_rounds(algo, apply, fed, CFG, Streams(8), p0, executor=ex)
+        run_rounds(Run(algo, apply, CFG, p0, executor=ex), fed, Streams(8))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)

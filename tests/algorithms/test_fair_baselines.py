@@ -18,6 +18,7 @@ from fedbench.algorithms.fair import (
     term_weights,
 )
 from fedbench.algorithms.server_opt import server_step
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -74,10 +75,10 @@ def test_qfedavg_q0_equals_fedavg_through_the_engine(weighted, tiny):
     fed, apply, p0 = tiny
     cfg = dataclasses.replace(CFG, clients_per_round=3)
     a = run_rounds(
-        build_algorithm("fedavg"), apply, fed, cfg, Streams(2), p0, executor="sequential"
+        Run(build_algorithm("fedavg"), apply, cfg, p0, executor="sequential"), fed, Streams(2)
     )
     q = build_algorithm("qfedavg", q=0.0, weighted=weighted)
-    b = run_rounds(q, apply, fed, cfg, Streams(2), p0, executor="sequential")
+    b = run_rounds(Run(q, apply, cfg, p0, executor="sequential"), fed, Streams(2))
     for k in a.global_params:
         torch.testing.assert_close(a.global_params[k], b.global_params[k], rtol=0, atol=1e-6)
 
@@ -188,10 +189,10 @@ def test_fedopt_state_kept_or_reset():
 def test_fedopt_sgd_lr1_equals_fedavg(tiny):
     fed, apply, p0 = tiny
     a = run_rounds(
-        build_algorithm("fedavg"), apply, fed, CFG, Streams(4), p0, executor="sequential"
+        Run(build_algorithm("fedavg"), apply, CFG, p0, executor="sequential"), fed, Streams(4)
     )
     algo = build_algorithm("fedavgm", beta1=0.0, server_lr=1.0)
-    b = run_rounds(algo, apply, fed, CFG, Streams(4), p0, executor="sequential")
+    b = run_rounds(Run(algo, apply, CFG, p0, executor="sequential"), fed, Streams(4))
     for k in a.global_params:
         torch.testing.assert_close(a.global_params[k], b.global_params[k], rtol=0, atol=1e-6)
 
@@ -231,8 +232,9 @@ def test_fedprox_opt_composes_fedprox_and_the_server(tiny):
     fed, apply, p0 = tiny
     cfg = dataclasses.replace(CFG, rounds=1)
     runs = {
-        name: run_rounds(build_algorithm(name, **kw), apply, fed, cfg, Streams(6), p0,
-                         executor="sequential").global_params
+        name: run_rounds(
+            Run(build_algorithm(name, **kw), apply, cfg, p0, "sequential"), fed, Streams(6)
+        ).global_params
         for name, kw in (("fedprox", {"mu": 0.5}), ("fedprox_opt", {"mu": 0.5}))
     }  # fmt: skip
     for k, v in runs["fedprox"].items():

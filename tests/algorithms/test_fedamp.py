@@ -8,6 +8,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.fedamp import attention_weights
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -97,7 +98,8 @@ def test_uniform_attention_no_prox_start_at_cloud_is_fedavg(tiny):
     )
     cfg = TrainConfig(rounds=3, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=k)
     a, b = (
-        run_rounds(al, apply, fed, cfg, Streams(2), p0) for al in (algo, build_algorithm("fedavg"))
+        run_rounds(Run(al, apply, cfg, p0), fed, Streams(2))
+        for al in (algo, build_algorithm("fedavg"))
     )
     for key, v in a.global_params.items():
         torch.testing.assert_close(v, b.global_params[key], rtol=0, atol=1e-6)
@@ -116,7 +118,7 @@ def test_prox_pulls_personal_models_together(tiny):
 
     def spread(lam):
         algo = build_algorithm("fedamp", lam=lam, alpha_k=0.2, sigma=1.0)
-        out = run_rounds(algo, apply, fed, cfg, Streams(2), p0)
+        out = run_rounds(Run(algo, apply, cfg, p0), fed, Streams(2))
         models = [
             torch.cat([v.flatten() for v in s["model"].values()])
             for s in out.client_states.values()

@@ -6,6 +6,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext, masked_mean
 from fedbench.algorithms.fedprox import prox_term
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -23,7 +24,7 @@ CFG = TrainConfig(
 
 def _run(algo, tiny, cfg=CFG):
     fed, apply, p0 = tiny
-    return run_rounds(algo, apply, fed, cfg, Streams(7), p0)
+    return run_rounds(Run(algo, apply, cfg, p0), fed, Streams(7))
 
 
 def _assert_same(a, b, atol=1e-6):

@@ -26,6 +26,7 @@ from fedbench.algorithms.fedcorr import (
     sample_losses,
     softmax_outputs,
 )
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -38,8 +39,10 @@ def test_stage3_only_without_mixup_is_fedavg(tiny, executor):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=3, **CFG)
     corr = build_algorithm("fedcorr", iteration1=0, rounds1=0, mixup=False)
-    a = run_rounds(corr, apply, fed, cfg, Streams(4), p0, executor=executor)
-    b = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(4), p0, executor=executor)
+    a = run_rounds(Run(corr, apply, cfg, p0, executor=executor), fed, Streams(4))
+    b = run_rounds(
+        Run(build_algorithm("fedavg"), apply, cfg, p0, executor=executor), fed, Streams(4)
+    )
     for k in p0:
         if executor == "sequential":  # the same hooks' numbers, bit for bit
             assert torch.equal(a.global_params[k], b.global_params[k])
@@ -213,7 +216,7 @@ def test_relabelling_in_a_run_uses_the_global_model_after_each_detection(tiny):
     # one pre-processing iteration of one round (all 4 clients), one fine-tuning round, no more
     algo = Probe(iteration1=1, frac1=1.0, rounds1=1, lid_k=3, confidence_thres=0.4)
     cfg = TrainConfig(rounds=2, **{**CFG, "clients_per_round": 4})
-    run = run_rounds(algo, apply, fed, cfg, Streams(2), p0, executor="sequential")
+    run = run_rounds(Run(algo, apply, cfg, p0, executor="sequential"), fed, Streams(2))
     g1, s1 = seen[1]
     g2, s2 = seen[2]
     noisy = [int(i) for i in np.flatnonzero(s1["noisy"].numpy())]
@@ -264,7 +267,7 @@ def test_executors_agree_through_every_stage(tiny, name, assert_executors_agree)
     algo = build_algorithm(name, iteration1=1, frac1=0.5, rounds1=1, lid_k=3, **extra)
     cfg = TrainConfig(rounds=4, **CFG)
     runs = [
-        run_rounds(algo, apply, fed, cfg, Streams(1), p0, executor=ex)
+        run_rounds(Run(algo, apply, cfg, p0, executor=ex), fed, Streams(1))
         for ex in ("sequential", "vectorised")
     ]
     assert [r["server"]["stage"] for r in runs[0].records] == [1.0, 1.0, 2.0, 3.0]

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fedbench.algorithms.base import Algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, sample_clients
 from fedbench.rng import Streams
@@ -41,18 +42,22 @@ def test_clients_train_on_their_own_labels_after_a_refresh(tiny, executor):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**{**CFG, "clients_per_round": 4})
     y0 = fed.y.clone()
-    run = run_rounds(OwnLabels(), apply, fed, cfg, Streams(1), p0, executor=executor)
+    run = run_rounds(Run(OwnLabels(), apply, cfg, p0, executor=executor), fed, Streams(1))
     for cid in (0, 2):
         assert torch.equal(run.client_states[cid]["labels"], (fed.y[fed.train[cid]] + 1) % 3)
     # Reference: FedAvg for round 1 on the pool's labels, then on a pool with those rows changed.
     y = fed.y.clone()
     for cid in (0, 2):
         y[fed.train[cid]] = (y[fed.train[cid]] + 1) % 3
-    first = run_rounds(Algorithm(), apply, fed, dataclasses.replace(cfg, rounds=1), Streams(1), p0,
-                       executor=executor)  # fmt: skip
+    first = run_rounds(
+        Run(Algorithm(), apply, dataclasses.replace(cfg, rounds=1), p0, executor=executor),
+        fed,
+        Streams(1),
+    )
     relabelled = dataclasses.replace(fed, y=y)
-    ref = run_rounds(Algorithm(), apply, relabelled, cfg, Streams(1), p0, executor=executor,
-                     resume=first)  # fmt: skip
+    ref = run_rounds(
+        Run(Algorithm(), apply, cfg, p0, executor=executor), relabelled, Streams(1), resume=first
+    )
     for k in p0:
         torch.testing.assert_close(run.global_params[k], ref.global_params[k], atol=1e-6, rtol=0)
     assert torch.equal(fed.y, y0)  # the caller's pool (and so every test split) is untouched
@@ -76,7 +81,7 @@ def test_clients_chosen_by_the_algorithm_else_the_default_draw(tiny):
             picked[ctx.round] = ctx.client_ids
             return super().aggregate(global_params, messages, server_state, ctx)
 
-    run_rounds(Probe(), apply, fed, TrainConfig(**CFG), Streams(7), p0)
+    run_rounds(Run(Probe(), apply, TrainConfig(**CFG), p0), fed, Streams(7))
     assert picked[1] == picked[3] == (0, 1)
     assert list(picked[2]) == sample_clients(Streams(7), 2, 4, 2)
 
@@ -90,4 +95,4 @@ def test_a_bad_choice_of_clients_is_refused(tiny):
             return [1, 1]
 
     with pytest.raises(ValueError, match="select_clients"):
-        run_rounds(Twice(), apply, fed, TrainConfig(**CFG), Streams(7), p0)
+        run_rounds(Run(Twice(), apply, TrainConfig(**CFG), p0), fed, Streams(7))

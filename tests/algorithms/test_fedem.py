@@ -7,6 +7,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.models import build_model
@@ -28,8 +29,8 @@ def _fresh(i):
 
 def test_one_component_is_fedavg(tiny):
     fed, apply, p0 = tiny
-    em = run_rounds(build_algorithm("fedem", components=1), apply, fed, CFG, Streams(3), p0)
-    avg = run_rounds(build_algorithm("fedavg"), apply, fed, CFG, Streams(3), p0)
+    em = run_rounds(Run(build_algorithm("fedem", components=1), apply, CFG, p0), fed, Streams(3))
+    avg = run_rounds(Run(build_algorithm("fedavg"), apply, CFG, p0), fed, Streams(3))
     for k, v in avg.global_params.items():
         torch.testing.assert_close(em.global_params["m0." + k], v, rtol=0, atol=1e-6)
     # A one-component mixture predicts as its component: every client's personal metrics are
@@ -101,7 +102,7 @@ def test_sequential_and_vectorised_agree(tiny, assert_executors_agree):
     fed.train[1] = fed.train[1][:5]  # fewer steps and a short last batch (padded under vmap)
     algo = build_algorithm("fedem", components=2)
     seq, vec = (
-        run_rounds(algo, apply, fed, CFG, Streams(8), p0, executor=ex, fresh_init=_fresh)
+        run_rounds(Run(algo, apply, CFG, p0, executor=ex, fresh_init=_fresh), fed, Streams(8))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)
@@ -121,7 +122,7 @@ def test_fedem_refuses_other_objectives_naming_the_key(tiny):
     assert algo.objectives == ("cross_entropy",)
     with pytest.raises(ValueError, match=r"training\.objective.*'bce_logit'.*fedem"):
         run_rounds(
-            algo, apply, fed, dataclasses.replace(CFG, objective="bce_logit"), Streams(3), p0
+            Run(algo, apply, dataclasses.replace(CFG, objective="bce_logit"), p0), fed, Streams(3)
         )
     # The catalog: FedEM on a dataset whose runs train with bce_logit fails naming both.
     catalog = load_catalog("config/config.yaml")

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext, ServerContext, ServerSetup
 from fedbench.algorithms.fedevg import cosine_betas
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -267,14 +268,11 @@ def _tiny_run(executor, dtype=None, rounds=2, **algo_kw):
     )
     algo = build_algorithm("fedevg", spc=2, synthetic_batch=4, fid_extractor="proxy", **algo_kw)
     return run_rounds(
-        algo,
-        make_apply(model),
+        Run(
+            algo, make_apply(model), cfg, params_of(model), executor=executor, fresh_init=fresh_init
+        ),
         fed,
-        cfg,
         Streams(0),
-        params_of(model),
-        executor=executor,
-        fresh_init=fresh_init,
     ), params_of(model)
 
 

@@ -8,6 +8,7 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm, ClientContext
 from fedbench.algorithms.fedfomo import OWN, fomo_weights
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -56,7 +57,7 @@ def test_downloads_greedy_by_affinity_or_random():
 def test_no_downloads_is_local_training_alone(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=4)
-    out = run_rounds(build_algorithm("fedfomo", models=0), apply, fed, cfg, Streams(6), p0)
+    out = run_rounds(Run(build_algorithm("fedfomo", models=0), apply, cfg, p0), fed, Streams(6))
     for c in (0, 3):
         p = dict(p0)
         for t in (1, 2):
@@ -75,7 +76,7 @@ def test_sequential_and_vectorised_agree(tiny, assert_executors_agree):
     fed.train[1] = fed.train[1][:5]  # fewer steps and a short last batch (padded under vmap)
     algo = build_algorithm("fedfomo", models=2)
     seq, vec = (
-        run_rounds(algo, apply, fed, CFG, Streams(8), p0, executor=ex)
+        run_rounds(Run(algo, apply, CFG, p0, executor=ex), fed, Streams(8))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)
@@ -98,7 +99,7 @@ def test_engine_scores_candidates_on_the_client_split(tiny):
             return super().client_begin(global_params, server_state, client_state, ctx)
 
     cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=4)
-    run_rounds(Probe(), apply, fed, cfg, Streams(1), p0, executor="sequential")
+    run_rounds(Run(Probe(), apply, cfg, p0, executor="sequential"), fed, Streams(1))
     assert sorted(seen) == [0, 1, 2, 3]
     for c, (keys, losses) in seen.items():
         idx = fed.train[c]  # no validation split here: the training split

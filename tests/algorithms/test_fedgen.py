@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm, ServerContext, ServerSetup
 from fedbench.algorithms.fedgen import DROPOUT_KEY, SEED_HIGH, kl_to_standard_normal
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Adam, make_apply, params_of
@@ -205,7 +206,7 @@ def _run(name, executor="sequential", rounds=2, **kw):
     )
     algo = build_algorithm(name, spc=2, classifier_hidden=4, fid_extractor="proxy", **kw)
     return run_rounds(
-        algo, make_apply(model), fed, cfg, Streams(0), params_of(model), executor=executor
+        Run(algo, make_apply(model), cfg, params_of(model), executor=executor), fed, Streams(0)
     ), fed
 
 
@@ -315,7 +316,7 @@ def test_bf16_runs_the_parts_these_algorithms_call_and_keeps_float32_state(name,
     small = _gan() if name == "fedcgan" else _vae()
     algo = build_algorithm(name, spc=2, classifier_hidden=4, fid="none")
     state = run_rounds(
-        algo, make_apply(small), fed, cfg, Streams(0), params_of(small), executor="sequential"
+        Run(algo, make_apply(small), cfg, params_of(small), executor="sequential"), fed, Streams(0)
     )
     assert {v.dtype for v in state.global_params.values()} == {torch.float32}
     assert {v.dtype for v in state.server_state["stats"].values()} == {torch.float32}

@@ -14,6 +14,7 @@ from fedbench.algorithms.fedheal import (
     masked_average,
     update_distance,
 )
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -37,7 +38,7 @@ def test_without_mask_and_fair_weights_fedheal_is_fedavg_bit_for_bit(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG)
     runs = [
-        run_rounds(algo, apply, fed, cfg, Streams(5), p0)
+        run_rounds(Run(algo, apply, cfg, p0), fed, Streams(5))
         for algo in (
             build_algorithm("fedavg"),
             build_algorithm("fedheal", consistency_mask=False, fair_weights=False),
@@ -50,8 +51,8 @@ def test_without_mask_and_fair_weights_fedheal_is_fedavg_bit_for_bit(tiny):
 def test_the_full_algorithm_moves_away_from_fedavg(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG)
-    avg = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(5), p0)
-    heal = run_rounds(build_algorithm("fedheal"), apply, fed, cfg, Streams(5), p0)
+    avg = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(5))
+    heal = run_rounds(Run(build_algorithm("fedheal"), apply, cfg, p0), fed, Streams(5))
     flat = [torch.cat([r.global_params[k].flatten() for k in sorted(p0)]) for r in (avg, heal)]
     assert torch.isfinite(flat[1]).all() and not torch.allclose(*flat)
     # Every client took part once at least: its direction history is a share in [0, 1].

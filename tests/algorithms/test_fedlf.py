@@ -9,6 +9,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext, ServerContext
 from fedbench.algorithms.fedlf import fair_row, fedlf_direction, min_norm_point, rescale
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
@@ -25,13 +26,15 @@ def test_one_client_takes_fedavgs_full_batch_gradient_step(federation_factory, e
     # the full gradient, which FedAvg takes with one full batch.
     runs = {
         name: run_rounds(
-            build_algorithm(name),
-            apply,
+            Run(
+                build_algorithm(name),
+                apply,
+                TrainConfig(rounds=2, batch_size=b, lr=0.3, local_epochs=1, participation=1.0),
+                p0,
+                executor=executor,
+            ),
             fed,
-            TrainConfig(rounds=2, batch_size=b, lr=0.3, local_epochs=1, participation=1.0),
             Streams(0),
-            p0,
-            executor=executor,
         )
         for name, b in (("fedlf", 5), ("fedavg", 12))
     }

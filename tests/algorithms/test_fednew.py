@@ -9,6 +9,7 @@ from torch.func import functional_call, hessian
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext
 from fedbench.algorithms.fednew import conjugate_gradient
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
@@ -39,7 +40,7 @@ def test_one_client_takes_the_damped_newton_step(federation_factory, executor):
     sizes = [p0[k].numel() for k in keys]
     dim = sum(sizes)
     algo = build_algorithm("fednew", rho=0.5, cg_steps=3 * dim)
-    run = run_rounds(algo, apply, fed, _cfg(), Streams(0), p0, executor=executor)
+    run = run_rounds(Run(algo, apply, _cfg(), p0, executor=executor), fed, Streams(0))
     idx = fed.train[0]
     x, y = fed.x[idx].double(), fed.y[idx]
 
@@ -72,9 +73,11 @@ def test_a_large_rho_is_fedavgs_full_batch_step(federation_factory):
     apply, p0 = make_apply(model), params_of(model)
     rho, lr = 1e5, 0.3
     new = run_rounds(
-        build_algorithm("fednew", rho=rho, server_lr=rho * lr), apply, fed, _cfg(), Streams(0), p0
+        Run(build_algorithm("fednew", rho=rho, server_lr=rho * lr), apply, _cfg(), p0),
+        fed,
+        Streams(0),
     )
-    avg = run_rounds(build_algorithm("fedavg"), apply, fed, _cfg(lr=lr), Streams(0), p0)
+    avg = run_rounds(Run(build_algorithm("fedavg"), apply, _cfg(lr=lr), p0), fed, Streams(0))
     # Equal client sizes: FedAvg's n_k weights are FedNew's uniform mean.
     for k in p0:
         torch.testing.assert_close(new.global_params[k], avg.global_params[k], rtol=1e-3, atol=1e-5)

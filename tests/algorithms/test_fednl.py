@@ -10,6 +10,7 @@ from torch.func import functional_call, hessian
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext, ServerContext
 from fedbench.algorithms.fednl import top_k
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
@@ -84,12 +85,14 @@ def test_one_client_with_a_large_mu_is_fedavgs_full_batch_step(federation_factor
     mu, lr = 1e6, 0.3
     runs = {
         name: run_rounds(
-            build_algorithm(name, **kw),
-            apply,
+            Run(
+                build_algorithm(name, **kw),
+                apply,
+                TrainConfig(rounds=2, batch_size=b, lr=lr, local_epochs=1, participation=1.0),
+                p0,
+            ),
             fed,
-            TrainConfig(rounds=2, batch_size=b, lr=lr, local_epochs=1, participation=1.0),
             Streams(0),
-            p0,
         )  # fmt: skip
         for name, b, kw in (("fednl", 5, {"mu": mu, "server_lr": mu * lr}), ("fedavg", 12, {}))
     }

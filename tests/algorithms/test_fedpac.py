@@ -15,6 +15,7 @@ from fedbench.algorithms.fedpac import (
     simplex_qp,
 )
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
@@ -26,7 +27,7 @@ PLAIN = dict(batch_size=4, lr=0.1, momentum=0.0, weight_decay=0.0)
 def _run(algo, tiny, epochs, rounds=3, m=3, executor="sequential", **cfg):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=rounds, clients_per_round=m, local_epochs=epochs, **{**PLAIN, **cfg})
-    return run_rounds(algo, apply, fed, cfg, Streams(5), p0, executor=executor)
+    return run_rounds(Run(algo, apply, cfg, p0, executor=executor), fed, Streams(5))
 
 
 @pytest.mark.parametrize("objective", ["cross_entropy", "class_weighted_ce"])

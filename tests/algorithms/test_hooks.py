@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from fedbench.algorithms.base import Algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -49,7 +50,7 @@ def test_phases_freeze_parts_including_weight_decay(tiny, executor):
         momentum=0.9,
         weight_decay=0.1,
     )
-    run_rounds(Probe(), apply, fed, cfg, Streams(0), p0, executor=executor)
+    run_rounds(Run(Probe(), apply, cfg, p0, executor=executor), fed, Streams(0))
     steps, per_epoch, _ = seen[0]
     assert per_epoch == 3 and steps == 6  # 9 training samples, B = 4, two epochs
 
@@ -110,8 +111,8 @@ def test_a_schedule_reaches_the_step_as_a_float_and_trains_as_the_tensor_marks(t
             return (1.0 + noise) * self.data_loss(apply, params, batch)
 
     cfg = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_steps=4, clients_per_round=4)
-    got = run_rounds(Schedule(), apply, fed, cfg, Streams(0), p0, executor=executor)
-    want = run_rounds(Marks(), apply, fed, cfg, Streams(0), p0, executor=executor)
+    got = run_rounds(Run(Schedule(), apply, cfg, p0, executor=executor), fed, Streams(0))
+    want = run_rounds(Run(Marks(), apply, cfg, p0, executor=executor), fed, Streams(0))
     assert seen and all(type(n) is float for n in seen)
     assert sorted(set(seen)) == [0.0, 1.0]
     for k, v in want.global_params.items():
@@ -131,7 +132,7 @@ def test_fresh_init_is_per_client_and_required(tiny):
 
     cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=1)
     inits = {i: {k: torch.full_like(v, float(i)) for k, v in p0.items()} for i in range(4)}
-    run_rounds(Local(), apply, fed, cfg, Streams(0), p0, fresh_init=inits.__getitem__)
+    run_rounds(Run(Local(), apply, cfg, p0, fresh_init=inits.__getitem__), fed, Streams(0))
     assert all(torch.equal(got[i]["head.weight"], inits[i]["head.weight"]) for i in range(4))
     with pytest.raises(ValueError, match="fresh_init"):
-        run_rounds(Local(), apply, fed, cfg, Streams(0), p0)
+        run_rounds(Run(Local(), apply, cfg, p0), fed, Streams(0))

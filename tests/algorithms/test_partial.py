@@ -7,6 +7,7 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext
 from fedbench.algorithms.partial import aggregate_shared
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import sgd_init, sgd_step
 from fedbench.engine.loop import run_rounds, sample_clients
@@ -19,7 +20,7 @@ SHARED = {"fedper": "body.", "fedrep": "body.", "lgfedavg": "head."}
 def _run(algo, tiny, rounds=3, m=3):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=rounds, clients_per_round=m, **CFG)
-    return run_rounds(algo, apply, fed, cfg, Streams(3), p0)
+    return run_rounds(Run(algo, apply, cfg, p0), fed, Streams(3))
 
 
 @pytest.mark.parametrize("name", ["fedper", "lgfedavg"])

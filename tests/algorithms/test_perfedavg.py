@@ -7,6 +7,7 @@ from torch.func import grad
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch
 from fedbench.algorithms.perfedavg import halves
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -67,7 +68,7 @@ def test_alpha0_with_one_sample_batches_is_fedavg(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=2, batch_size=1, lr=0.1, local_epochs=1, clients_per_round=3)
     a, b = (
-        run_rounds(build_algorithm(n, **kw), apply, fed, cfg, Streams(3), p0)
+        run_rounds(Run(build_algorithm(n, **kw), apply, cfg, p0), fed, Streams(3))
         for n, kw in (("perfedavg", {"alpha": 0.0}), ("fedavg", {}))
     )
     for k, v in a.global_params.items():
@@ -77,7 +78,7 @@ def test_alpha0_with_one_sample_batches_is_fedavg(tiny):
 def _one_round(tiny, **kw):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)
-    return run_rounds(build_algorithm("perfedavg", **kw), apply, fed, cfg, Streams(3), p0)
+    return run_rounds(Run(build_algorithm("perfedavg", **kw), apply, cfg, p0), fed, Streams(3))
 
 
 def test_alpha_changes_the_run(tiny):
@@ -124,7 +125,7 @@ def test_personal_protocol_is_the_global_model_tuned_on_train_batches(tiny):
     cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)
     streams = Streams(3)
     algo = build_algorithm("perfedavg", eval_steps=3, eval_lr=0.5)
-    state = run_rounds(algo, apply, fed, cfg, streams, p0)
+    state = run_rounds(Run(algo, apply, cfg, p0), fed, streams)
     rec = state.records[-1]["clients"]
     assert set(rec) == {"global", "personal"}
     tuned = []
@@ -136,7 +137,7 @@ def test_personal_protocol_is_the_global_model_tuned_on_train_batches(tiny):
     assert rec["personal"]["loss"] == pytest.approx(want["loss"], rel=1e-5)
     assert rec["personal"]["loss"] != pytest.approx(rec["global"]["loss"], rel=1e-3)
     none = build_algorithm("perfedavg", eval_steps=0)
-    rec0 = run_rounds(none, apply, fed, cfg, Streams(3), p0).records[-1]["clients"]
+    rec0 = run_rounds(Run(none, apply, cfg, p0), fed, Streams(3)).records[-1]["clients"]
     assert rec0["personal"]["loss"] == rec0["global"]["loss"]
 
 

@@ -10,6 +10,7 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.pfedbayes import gaussian_kl
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -83,7 +84,7 @@ def test_zeta0_tiny_sigma_is_local_sgd_alone(tiny):
     fed, apply, p0 = tiny
     algo = build_algorithm("pfedbayes", zeta=0.0, rho_init=-30.0)
     cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=4)
-    out = run_rounds(algo, apply, fed, cfg, Streams(5), p0)
+    out = run_rounds(Run(algo, apply, cfg, p0), fed, Streams(5))
     for k, v in p0.items():  # the global distribution moves only through the KL term
         torch.testing.assert_close(out.global_params["mu." + k], v, rtol=0, atol=0)
     for c in (0, 2):
@@ -102,8 +103,8 @@ def test_zeta0_tiny_sigma_is_local_sgd_alone(tiny):
 def test_noise_comes_from_the_algorithm_stream(tiny):
     fed, apply, p0 = tiny
     algo = build_algorithm("pfedbayes")
-    a, b = (run_rounds(algo, apply, fed, CFG, Streams(s), p0) for s in (1, 1))
-    c = run_rounds(algo, apply, fed, CFG, Streams(2), p0)
+    a, b = (run_rounds(Run(algo, apply, CFG, p0), fed, Streams(s)) for s in (1, 1))
+    c = run_rounds(Run(algo, apply, CFG, p0), fed, Streams(2))
     key = next(iter(a.global_params))
     torch.testing.assert_close(a.global_params[key], b.global_params[key], rtol=0, atol=0)
     assert not torch.equal(a.global_params[key], c.global_params[key])
@@ -119,7 +120,7 @@ def test_sequential_and_vectorised_agree(tiny):
     fed.train[1] = fed.train[1][:5]  # fewer steps and a short last batch (padded under vmap)
     algo = build_algorithm("pfedbayes", mc_samples=2)
     seq, vec = (
-        run_rounds(algo, apply, fed, CFG, Streams(8), p0, executor=ex)
+        run_rounds(Run(algo, apply, CFG, p0, executor=ex), fed, Streams(8))
         for ex in ("sequential", "vectorised")
     )
     # The KL's 1/σ² (σ = softplus(-3) ≈ 0.05) amplifies float32 rounding (vmap vs one client):

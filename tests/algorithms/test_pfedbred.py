@@ -9,6 +9,7 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.pfedbred import PFedBreD, bregman, half_sq
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
@@ -142,9 +143,9 @@ def test_fedavg_limit(prior, tiny):
         lam=2.0,
         alpha=0.5,
     )
-    ours = run_rounds(algo, apply, fed, cfg, Streams(3), p0, executor="sequential")
+    ours = run_rounds(Run(algo, apply, cfg, p0, executor="sequential"), fed, Streams(3))
     ref = run_rounds(
-        build_algorithm("fedavg"), apply, fed, cfg, Streams(3), p0, executor="sequential"
+        Run(build_algorithm("fedavg"), apply, cfg, p0, executor="sequential"), fed, Streams(3)
     )
     for k in p0:
         torch.testing.assert_close(ours.global_params[k], ref.global_params[k], rtol=0, atol=1e-6)
@@ -194,7 +195,7 @@ def test_am_doubles_the_server_step_only(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**{**CFG, "rounds": 1})
     runs = {
-        b: run_rounds(build_algorithm("pfedbred", beta=b), apply, fed, cfg, Streams(4), p0)
+        b: run_rounds(Run(build_algorithm("pfedbred", beta=b), apply, cfg, p0), fed, Streams(4))
         for b in (1.0, 2.0)
     }
     for k in p0:
@@ -210,7 +211,7 @@ def test_train_all_trains_every_client_and_personal_protocol_reports(tiny):
     cfg = TrainConfig(**{**CFG, "rounds": 1})
     for train_all, trained in ((True, 4), (False, 2)):
         algo = build_algorithm("pfedbred", train_all=train_all, prox_iters=1)
-        state = run_rounds(algo, apply, fed, cfg, Streams(4), p0, executor="sequential")
+        state = run_rounds(Run(algo, apply, cfg, p0, executor="sequential"), fed, Streams(4))
         moved = [
             not torch.equal(s["theta"]["body.1.weight"], p0["body.1.weight"])
             for s in state.client_states.values()
@@ -263,7 +264,7 @@ def test_executors_agree_on_other_settings(kw, tiny, assert_executors_agree):
     cfg = TrainConfig(**CFG)
     algo = build_algorithm("pfedbred", lam=2.0, prox_iters=2, **kw)
     seq, vec = (
-        run_rounds(algo, apply, fed, cfg, Streams(5), p0, executor=ex)
+        run_rounds(Run(algo, apply, cfg, p0, executor=ex), fed, Streams(5))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)

@@ -15,6 +15,7 @@ from fedbench.algorithms.base import ClientContext
 from fedbench.algorithms.pfedbred import PFedBreD
 from fedbench.config import resolve_run
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
@@ -188,7 +189,7 @@ def test_engine_matches_the_release_loop_and_executors_agree(kw, tiny, assert_ex
     algo = build_algorithm("pfedbred", **HP, **kw)
     assert algo.two_batch
     runs = {
-        ex: run_rounds(algo, apply, fed, cfg, Streams(SEED), p0, executor=ex)
+        ex: run_rounds(Run(algo, apply, cfg, p0, executor=ex), fed, Streams(SEED))
         for ex in ("sequential", "vectorised")
     }
     assert_executors_agree(runs["sequential"], runs["vectorised"])
@@ -205,7 +206,9 @@ def test_engine_matches_the_release_loop_and_executors_agree(kw, tiny, assert_ex
                 torch.testing.assert_close(personal[k], want, rtol=0, atol=1e-5)
     # The one-batch reading of the same steps is a different update: this test can tell.
     one = run_rounds(
-        build_algorithm("pfedbred", batches="one", **HP, **kw), apply, fed, cfg, Streams(SEED), p0
+        Run(build_algorithm("pfedbred", batches="one", **HP, **kw), apply, cfg, p0),
+        fed,
+        Streams(SEED),
     )
     assert max((one.global_params[k] - w[k]).abs().max().item() for k in p0) > 1e-3
 
@@ -270,7 +273,7 @@ def test_lg_meg_paper_and_one_batch_runs_are_unchanged(kw, before, tiny):
 
     def run(**extra):
         algo = build_algorithm("pfedbred", lam=2.0, prox_iters=2, **kw, **extra)
-        return run_rounds(algo, apply, fed, cfg, Streams(7), p0, executor="sequential")
+        return run_rounds(Run(algo, apply, cfg, p0, executor="sequential"), fed, Streams(7))
 
     state = run()
     assert _fingerprint(state, p0) == pytest.approx(before, rel=1e-6)

@@ -6,6 +6,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext, ServerContext
 from fedbench.algorithms.pfedhn import generate, init_hypernetwork
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -67,7 +68,7 @@ def test_server_step_is_the_vector_jacobian_product_by_hand():
 def test_personal_model_is_the_generated_one(tiny):
     fed, apply, p0 = tiny
     algo = build_algorithm("pfedhn")
-    out = run_rounds(algo, apply, fed, CFG, Streams(2), p0)
+    out = run_rounds(Run(algo, apply, CFG, p0), fed, Streams(2))
     g = out.global_params
     assert g["hn.emb"].shape == (4, 2)  # 1 + N/4 with N = 4 clients
     personal = algo.personal_params("personal", g, out.client_states[3])
@@ -86,7 +87,7 @@ def test_sequential_and_vectorised_agree(tiny, assert_executors_agree):
     fed.train[1] = fed.train[1][:5]  # fewer steps and a short last batch (padded under vmap)
     algo = build_algorithm("pfedhn", hidden=7)
     seq, vec = (
-        run_rounds(algo, apply, fed, CFG, Streams(8), p0, executor=ex)
+        run_rounds(Run(algo, apply, CFG, p0, executor=ex), fed, Streams(8))
         for ex in ("sequential", "vectorised")
     )
     assert_executors_agree(seq, vec)

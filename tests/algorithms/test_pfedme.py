@@ -8,6 +8,7 @@ from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.fedprox import prox_term
 from fedbench.algorithms.pfedme import write_term
 from fedbench.engine.batches import batch_plan
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import sgd_init, sgd_step
 from fedbench.engine.local import local_train_carry
@@ -87,8 +88,10 @@ def test_mu0_global_frozen_and_local_models_are_fedavg_clients(tiny):
         rounds=1, batch_size=4, lr=LR, local_epochs=2, clients_per_round=4, momentum=MOM,
         weight_decay=WD,
     )  # fmt: skip
-    a = run_rounds(build_algorithm("pfedme", mu=0.0, eval="local"), apply, fed, cfg, Streams(1), p0)
-    b = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(1), p0)
+    a = run_rounds(
+        Run(build_algorithm("pfedme", mu=0.0, eval="local"), apply, cfg, p0), fed, Streams(1)
+    )
+    b = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(1))
     for k, v in a.global_params.items():
         assert torch.equal(v, p0[k])
         mean_local = torch.stack([a.client_states[c]["local"][k] for c in range(4)]).mean(0)
@@ -157,7 +160,7 @@ def test_code_variant_round_equals_literal_description(executor, tiny):
         weight_decay=WD,
     )  # fmt: skip
     algo = build_algorithm("pfedme", mu=mu, eval="local")
-    got = run_rounds(algo, apply, fed, cfg, Streams(4), p0, executor=executor)
+    got = run_rounds(Run(algo, apply, cfg, p0, executor=executor), fed, Streams(4))
     total = sum(len(fed.train[c]) for c in range(4))
     mean = {k: torch.zeros_like(v) for k, v in p0.items()}
     for c in range(4):
@@ -270,9 +273,9 @@ def test_train_all_trains_every_client_but_aggregates_the_sampled(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2)
     kw = {"variant": "paper", "eval": "local", "mu": 1.0}
-    some = run_rounds(build_algorithm("pfedme", **kw), apply, fed, cfg, Streams(1), p0)
+    some = run_rounds(Run(build_algorithm("pfedme", **kw), apply, cfg, p0), fed, Streams(1))
     every = run_rounds(
-        build_algorithm("pfedme", train_all=True, **kw), apply, fed, cfg, Streams(1), p0
+        Run(build_algorithm("pfedme", train_all=True, **kw), apply, cfg, p0), fed, Streams(1)
     )
     for k in p0:  # the same sampled clients' messages reach the server
         torch.testing.assert_close(every.global_params[k], some.global_params[k])
@@ -302,12 +305,12 @@ def test_paper_variant_one_inner_step_of_lr_1_over_mu_is_fedavg(tiny):
     aggregated, as in pFedBreD's release). α = 0.4/λ breaks it, so the test can fail."""
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=2)
-    fedavg = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(2), p0)
+    fedavg = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(2))
     for inner_lr, same in ((0.25, True), (0.1, False)):
         algo = build_algorithm(
             "pfedme", variant="paper", mu=4.0, inner_steps=1, inner_lr=inner_lr, train_all=True
         )
-        got = run_rounds(algo, apply, fed, cfg, Streams(2), p0)
+        got = run_rounds(Run(algo, apply, cfg, p0), fed, Streams(2))
         close = all(
             torch.allclose(got.global_params[k], fedavg.global_params[k], rtol=0, atol=1e-6)
             for k in p0

@@ -8,6 +8,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.rng import Streams
@@ -25,20 +26,30 @@ def test_q0_is_fedavg_with_equal_weights(tiny, executor):
     fed, apply, p0 = tiny
     fed = _uneven(fed)
     local = run_rounds(
-        build_algorithm("qffl_localpow", q=0.0), apply, fed, TrainConfig(**CFG), Streams(3), p0,
-        executor=executor,
-    )  # fmt: skip
+        Run(
+            build_algorithm("qffl_localpow", q=0.0),
+            apply,
+            TrainConfig(**CFG),
+            p0,
+            executor=executor,
+        ),
+        fed,
+        Streams(3),
+    )
 
     class EqualFedAvg(type(build_algorithm("fedavg"))):
         def aggregate(self, global_params, messages, server_state, ctx):
             messages = {**messages, "weight": torch.ones_like(messages["weight"])}
             return super().aggregate(global_params, messages, server_state, ctx)
 
-    fedavg = run_rounds(EqualFedAvg(), apply, fed, TrainConfig(**CFG), Streams(3), p0,
-                        executor=executor)  # fmt: skip
+    fedavg = run_rounds(
+        Run(EqualFedAvg(), apply, TrainConfig(**CFG), p0, executor=executor), fed, Streams(3)
+    )
     for k in p0:
         torch.testing.assert_close(local.global_params[k], fedavg.global_params[k])
-    weighted = run_rounds(build_algorithm("fedavg"), apply, fed, TrainConfig(**CFG), Streams(3), p0)
+    weighted = run_rounds(
+        Run(build_algorithm("fedavg"), apply, TrainConfig(**CFG), p0), fed, Streams(3)
+    )
     assert any(
         not torch.allclose(local.global_params[k], weighted.global_params[k]) for k in p0
     )  # the sizes differ, so equal weights are a real difference

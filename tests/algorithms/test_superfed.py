@@ -9,6 +9,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.superfed import LAMBDA_GRID, SuPerFed, module_groups, orthogonality
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, select_per_client
 from fedbench.rng import Streams
@@ -35,7 +36,7 @@ def _fresh(p0):
 def _run(algo, tiny, **kw):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**{**CFG, **kw})
-    return run_rounds(algo, apply, fed, cfg, Streams(3), p0, fresh_init=_fresh(p0))
+    return run_rounds(Run(algo, apply, cfg, p0, fresh_init=_fresh(p0)), fed, Streams(3))
 
 
 def _same(a, b):

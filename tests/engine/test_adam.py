@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import Adam, adam_init, adam_step_, adam_update
 from fedbench.engine.loop import run_rounds
@@ -84,7 +85,7 @@ def test_both_executors_train_alike_with_adam(tiny):
     runs = {}
     for ex in ("sequential", "vectorised"):
         runs[ex] = run_rounds(
-            build_algorithm("fedavg"), apply, fed, _cfg(), Streams(0), p0, executor=ex
+            Run(build_algorithm("fedavg"), apply, _cfg(), p0, executor=ex), fed, Streams(0)
         )
     seq, vec = runs["sequential"], runs["vectorised"]
     moved = max((seq.global_params[k] - p0[k]).abs().max().item() for k in p0)
@@ -96,16 +97,12 @@ def test_both_executors_train_alike_with_adam(tiny):
 def test_adam_and_sgd_differ(tiny):
     fed, apply, p0 = tiny
     adam = run_rounds(
-        build_algorithm("fedavg"), apply, fed, _cfg(), Streams(0), p0, executor="sequential"
+        Run(build_algorithm("fedavg"), apply, _cfg(), p0, executor="sequential"), fed, Streams(0)
     )
     sgd = run_rounds(
-        build_algorithm("fedavg"),
-        apply,
+        Run(build_algorithm("fedavg"), apply, _cfg(optimizer="sgd"), p0, executor="sequential"),
         fed,
-        _cfg(optimizer="sgd"),
         Streams(0),
-        p0,
-        executor="sequential",
     )
     assert any(not torch.allclose(adam.global_params[k], sgd.global_params[k]) for k in p0)
 
@@ -143,7 +140,7 @@ def test_update_masks_with_adam_refused_by_the_vectorised_executor(tiny):
     fed, apply, p0 = tiny
     algo = build_algorithm("fedrep")
     with pytest.raises(ValueError, match="executor: sequential"):
-        run_rounds(algo, apply, fed, _cfg(), Streams(0), p0, executor="vectorised")
+        run_rounds(Run(algo, apply, _cfg(), p0, executor="vectorised"), fed, Streams(0))
 
 
 def test_masked_adam_equals_two_torch_optimisers_stepping_in_turn():

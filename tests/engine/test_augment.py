@@ -6,6 +6,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.augment import Augment
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -95,13 +96,15 @@ def _run(executor=None, **cfg):
     model = build_model("mlp", (1, 6, 6), 3, init_seed=0, hidden=8)
     base = dict(rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)
     return run_rounds(
-        build_algorithm("fedavg"),
-        make_apply(model),
+        Run(
+            build_algorithm("fedavg"),
+            make_apply(model),
+            TrainConfig(**{**base, **cfg}),
+            params_of(model),
+            executor=executor,
+        ),
         _image_fed(),
-        TrainConfig(**{**base, **cfg}),
         Streams(2),
-        params_of(model),
-        executor=executor,
     )
 
 

@@ -8,6 +8,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.vectorised import _keep_inactive, kernel_path
@@ -54,8 +55,10 @@ def test_carry_counts_each_clients_real_steps_and_training_is_fedavgs(executor, 
     fed, apply, p0 = tiny
     fed.train[1], fed.train[2] = fed.train[1][:5], fed.train[2][:2]
     cfg = TrainConfig(**CFG, chunk_size=chunk)
-    ours = run_rounds(Counter(), apply, fed, cfg, Streams(3), p0, executor=executor)
-    ref = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(3), p0, executor=executor)
+    ours = run_rounds(Run(Counter(), apply, cfg, p0, executor=executor), fed, Streams(3))
+    ref = run_rounds(
+        Run(build_algorithm("fedavg"), apply, cfg, p0, executor=executor), fed, Streams(3)
+    )
     for cid, state in ours.client_states.items():
         n = len(fed.train[cid])
         assert state["steps"] == 2 * -(-n // 4)
@@ -69,7 +72,7 @@ def test_an_update_of_a_key_not_in_the_carry_is_an_error(executor, tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG)
     with pytest.raises(KeyError, match="other"):
-        run_rounds(Counter(stray=True), apply, fed, cfg, Streams(3), p0, executor=executor)
+        run_rounds(Run(Counter(stray=True), apply, cfg, p0, executor=executor), fed, Streams(3))
 
 
 def test_layer_chain_kernels_refuse_carry_updates(tiny):

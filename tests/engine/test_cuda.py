@@ -9,6 +9,7 @@ import torch
 from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
@@ -30,7 +31,7 @@ def _run(make, device, name="fedavg", executor="sequential", **cfg):
     algo = build_algorithm(name, **PARAMS.get(name, {}))
     cfg = TrainConfig(**{**CFG, **CFG_FOR.get(name, {}), **cfg})
     return run_rounds(
-        algo, apply, fed, cfg, Streams(4), p0, executor=executor, fresh_init=_fresh(p0)
+        Run(algo, apply, cfg, p0, executor=executor, fresh_init=_fresh(p0)), fed, Streams(4)
     )
 
 

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.vectorised import chunk_size, resolve_executor
@@ -99,7 +100,7 @@ def test_executors_agree(name, chunk, tiny, assert_executors_agree):
     for ex in ("sequential", "vectorised"):
         cfg = TrainConfig(**{**CFG, **CFG_FOR.get(name, {})}, chunk_size=chunk)
         runs[ex] = run_rounds(
-            algo, apply, fed, cfg, Streams(5), p0, executor=ex, fresh_init=_fresh(p0)
+            Run(algo, apply, cfg, p0, executor=ex, fresh_init=_fresh(p0)), fed, Streams(5)
         )
     assert_executors_agree(runs["sequential"], runs["vectorised"])
 
@@ -130,13 +131,9 @@ def test_round_params_agree_on_a_cnn(arch, shape, settings):
     cfg = TrainConfig(rounds=1, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=3)
     out = [
         run_rounds(
-            build_algorithm("fedavg"),
-            make_apply(model),
+            Run(build_algorithm("fedavg"), make_apply(model), cfg, params_of(model), executor=ex),
             fed,
-            cfg,
             Streams(1),
-            params_of(model),
-            executor=ex,
         )
         for ex in ("sequential", "vectorised")
     ]
@@ -176,13 +173,9 @@ def test_many_clients_in_chunks_agree(federation_factory):
     )
     a, b = (
         run_rounds(
-            build_algorithm("scaffold"),
-            make_apply(model),
+            Run(build_algorithm("scaffold"), make_apply(model), cfg, params_of(model), executor=ex),
             fed,
-            cfg,
             Streams(0),
-            params_of(model),
-            executor=ex,
         )
         for ex in ("sequential", "vectorised")
     )
@@ -206,7 +199,7 @@ def test_fedavg_deltas_written_in_place_equal_client_ends_messages_bit_for_bit(e
     fed, apply, p0 = tiny
     fed = _uneven(fed)
     runs = [
-        run_rounds(algo, apply, fed, TrainConfig(**CFG), Streams(5), p0, executor=executor)
+        run_rounds(Run(algo, apply, TrainConfig(**CFG), p0, executor=executor), fed, Streams(5))
         for algo in (build_algorithm("fedavg"), SameEnd())
     ]
     for k in p0:

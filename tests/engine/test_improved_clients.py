@@ -4,6 +4,7 @@ whose training loss under the global model did not rise over the round."""
 import pytest
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import client_losses
 from fedbench.engine.loop import run_rounds
@@ -16,7 +17,7 @@ def test_rho_is_the_share_of_clients_whose_loss_did_not_rise(tiny):
     fed, apply, p0 = tiny
     algo = build_algorithm("fedavg")
     run = run_rounds(
-        algo, apply, fed, TrainConfig(rounds=1, improved_clients=True, **CFG), Streams(2), p0
+        Run(algo, apply, TrainConfig(rounds=1, improved_clients=True, **CFG), p0), fed, Streams(2)
     )
     splits = list(fed.train)
     before = client_losses(apply, p0, fed.x, fed.y, splits, 1024)
@@ -33,8 +34,10 @@ def test_every_round_since_the_last_record_is_kept_and_the_default_adds_nothing(
     fed, apply, p0 = tiny
     algo = build_algorithm("fedavg")
     cfg = dict(CFG, rounds=6, eval_every=3, clients_per_round=2)
-    on = run_rounds(algo, apply, fed, TrainConfig(**cfg, improved_clients=True), Streams(1), p0)
-    off = run_rounds(algo, apply, fed, TrainConfig(**cfg), Streams(1), p0)
+    on = run_rounds(
+        Run(algo, apply, TrainConfig(**cfg, improved_clients=True), p0), fed, Streams(1)
+    )
+    off = run_rounds(Run(algo, apply, TrainConfig(**cfg), p0), fed, Streams(1))
     assert [len(r["improved_clients_rounds"]) for r in on.records] == [3, 3]
     for r in on.records:
         assert r["improved_clients"] == r["improved_clients_rounds"][-1]

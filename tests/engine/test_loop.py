@@ -6,8 +6,9 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.batches import batch_plan, num_local_steps
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
-from fedbench.engine.loop import run_rounds, sample_clients
+from fedbench.engine.loop import Callbacks, run_rounds, sample_clients
 from fedbench.rng import Streams
 
 CFG = dict(rounds=3, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2)
@@ -20,7 +21,7 @@ def test_one_client_one_step_equals_one_sgd_step(tiny):
     cfg = TrainConfig(
         rounds=1, batch_size=len(fed.train[0]), lr=0.5, local_epochs=1, clients_per_round=1
     )
-    state = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
+    state = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(0))
     idx = fed.train[0]
     params = {k: v.clone().requires_grad_(True) for k, v in p0.items()}
     loss = torch.nn.functional.cross_entropy(apply(params, fed.x[idx]), fed.y[idx])
@@ -33,7 +34,8 @@ def test_same_seed_same_records_other_seed_differs(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG)
     runs = [
-        run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(s), p0) for s in (1, 1, 2)
+        run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(s))
+        for s in (1, 1, 2)
     ]
     dump = [json.dumps(r.records, sort_keys=True) for r in runs]
     assert dump[0] == dump[1]
@@ -42,7 +44,9 @@ def test_same_seed_same_records_other_seed_differs(tiny):
 
 def test_records_hold_per_client_values_and_pack(tiny):
     fed, apply, p0 = tiny
-    state = run_rounds(build_algorithm("fedavg"), apply, fed, TrainConfig(**CFG), Streams(0), p0)
+    state = run_rounds(
+        Run(build_algorithm("fedavg"), apply, TrainConfig(**CFG), p0), fed, Streams(0)
+    )
     assert [r["round"] for r in state.records] == [1, 2, 3]
     last = state.records[-1]
     clients = last["clients"]["global"]
@@ -53,11 +57,34 @@ def test_records_hold_per_client_values_and_pack(tiny):
     assert last["global_test"]["n"] == 20
 
 
+def test_callbacks_hear_every_record_and_every_round(tiny):
+    fed, apply, p0 = tiny
+    cfg = TrainConfig(**{**CFG, "rounds": 4, "eval_every": 2})
+    heard, rounds = [], []
+    state = run_rounds(
+        Run(build_algorithm("fedavg"), apply, cfg, p0),
+        fed,
+        Streams(0),
+        Callbacks(
+            on_record=heard.append,
+            after_round=lambda st, loss: rounds.append((st.round, len(st.records), loss)),
+        ),
+    )
+    assert heard == state.records and [r["round"] for r in heard] == [2, 4]
+    # after_round comes after the round's record is appended, once a round, with its loss.
+    assert [(t, n) for t, n, _ in rounds] == [(1, 0), (2, 1), (3, 1), (4, 2)]
+    losses = [loss for t, _, loss in rounds if t in (2, 4)]
+    assert losses == pytest.approx([r["train_loss"] for r in heard], rel=1e-5)
+    # Without callbacks the same run gives the same records.
+    quiet = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(0))
+    assert json.dumps(quiet.records) == json.dumps(state.records)
+
+
 def test_divergence_is_recorded_and_stops(tiny):
     fed, apply, p0 = tiny
     fed.x = fed.x * 1e30  # logits overflow to inf: the loss is not finite
     cfg = TrainConfig(**{**CFG, "lr": 1e10})
-    state = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
+    state = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(0))
     assert state.status == "diverged" and state.diverged_round == 1
     assert state.records == [
         {"round": 1, "status": "diverged", "reason": state.records[0]["reason"]}
@@ -100,7 +127,7 @@ def test_train_all_clients_aggregates_only_sampled(tiny):
 
     fed, apply, p0 = tiny
     cfg = TrainConfig(**{**CFG, "rounds": 1})
-    run_rounds(AllTrain(), apply, fed, cfg, Streams(0), p0)
+    run_rounds(Run(AllTrain(), apply, cfg, p0), fed, Streams(0))
     assert seen["n"] == 2 and len(seen["ids"]) == 2
 
 

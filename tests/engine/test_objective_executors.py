@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -96,7 +97,7 @@ def test_executors_agree_under_objective(objective, name, assert_executors_agree
     algo = build_algorithm(name, **ALGOS[name])
     cfg = TrainConfig(**CFG, objective=objective)
     runs = {
-        ex: run_rounds(algo, apply, fed, cfg, Streams(5), p0, executor=ex)
+        ex: run_rounds(Run(algo, apply, cfg, p0, executor=ex), fed, Streams(5))
         for ex in ("sequential", "vectorised")
     }
     seq, vec = runs["sequential"], runs["vectorised"]
@@ -111,13 +112,9 @@ def test_objective_changes_training():
     algo = build_algorithm("fedavg")
     ends = [
         run_rounds(
-            algo,
-            apply,
+            Run(algo, apply, TrainConfig(**CFG, objective=o), p0, executor="sequential"),
             fed,
-            TrainConfig(**CFG, objective=o),
             Streams(5),
-            p0,
-            executor="sequential",
         ).global_params
         for o in ("cross_entropy", "class_weighted_ce")
     ]
@@ -127,13 +124,15 @@ def test_objective_changes_training():
 def test_bce_logit_reports_auroc_from_one_logit():
     fed, model = CASES["bce_logit"]()
     state = run_rounds(
-        build_algorithm("fedavg"),
-        make_apply(model),
+        Run(
+            build_algorithm("fedavg"),
+            make_apply(model),
+            TrainConfig(**CFG, objective="bce_logit"),
+            params_of(model),
+            executor="sequential",
+        ),
         fed,
-        TrainConfig(**CFG, objective="bce_logit"),
         Streams(5),
-        params_of(model),
-        executor="sequential",
     )
     res = state.records[-1]["clients"]["global"]
     assert "auroc" in res and len(res["auroc"]) == 4

@@ -7,6 +7,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.config import _check_training_block
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.per_class import per_class_losses
@@ -46,7 +47,7 @@ def test_recorded_at_the_final_round_only_and_executors_agree(tiny):
     )
     runs = {
         ex: run_rounds(
-            build_algorithm("pfedme", mu=1.0), apply, fed, cfg, Streams(3), p0, executor=ex
+            Run(build_algorithm("pfedme", mu=1.0), apply, cfg, p0, executor=ex), fed, Streams(3)
         )
         for ex in ("sequential", "vectorised")
     }
@@ -73,7 +74,7 @@ def test_recorded_at_the_final_round_only_and_executors_agree(tiny):
 def test_off_by_default_and_validated(tiny):
     fed, apply, p0 = tiny
     cfg = TrainConfig(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2)
-    state = run_rounds(build_algorithm("pfedme", mu=1.0), apply, fed, cfg, Streams(3), p0)
+    state = run_rounds(Run(build_algorithm("pfedme", mu=1.0), apply, cfg, p0), fed, Streams(3))
     assert "per_class_loss" not in state.records[-1]
     with pytest.raises(ValueError, match="training.per_class_loss"):
         _check_training_block({"per_class_loss": "yes"})

@@ -6,6 +6,7 @@ import torch
 from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.precision import PRECISIONS, with_precision
@@ -51,7 +52,7 @@ def test_a_bf16_round_equals_the_fp32_round_to_bf16_rounding(name, executor, tin
     for precision in ("fp32", "bf16"):
         cfg = TrainConfig(**{**CFG, **CFG_FOR.get(name, {})}, precision=precision)
         runs[precision] = run_rounds(
-            algo, apply, fed, cfg, Streams(3), p0, executor=executor, fresh_init=_fresh(p0)
+            Run(algo, apply, cfg, p0, executor=executor, fresh_init=_fresh(p0)), fed, Streams(3)
         )
     if name == "fedevg":
         # FedEvg's round moves the server's synthetic images, x <- x - beta * mixed + noise (the
@@ -82,13 +83,15 @@ def test_the_layer_chain_kernels_cast_their_operands(momentum, tiny):
     algo = build_algorithm("fedavg")
     runs = {
         p: run_rounds(
-            algo,
-            apply,
+            Run(
+                algo,
+                apply,
+                TrainConfig(**{**CFG, "momentum": momentum}, precision=p),
+                p0,
+                executor="vectorised",
+            ),
             fed,
-            TrainConfig(**{**CFG, "momentum": momentum}, precision=p),
             Streams(1),
-            p0,
-            executor="vectorised",
         )
         for p in ("fp32", "bf16")
     }
@@ -125,26 +128,23 @@ def test_tf32_on_the_cpu_is_an_error_that_says_what_to_use(tiny, federation_fact
     p0 = {k: v.cpu() for k, v in p0.items()}
     cfg = TrainConfig(**CFG, precision="tf32")
     with pytest.raises(ValueError, match=r"training\.precision: tf32 .*CUDA.*cpu.*fp32.*bf16"):
-        run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
+        run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(0))
 
 
 def test_evaluation_stays_float32_unless_asked(tiny):
     fed, apply, p0 = tiny
     cfg = dict(CFG, eval_every=1)
     algo = build_algorithm("fedavg")
-    fp32 = run_rounds(algo, apply, fed, TrainConfig(**cfg), Streams(0), p0)
-    mixed = run_rounds(algo, apply, fed, TrainConfig(**cfg, precision="bf16"), Streams(0), p0)
+    fp32 = run_rounds(Run(algo, apply, TrainConfig(**cfg), p0), fed, Streams(0))
+    mixed = run_rounds(Run(algo, apply, TrainConfig(**cfg, precision="bf16"), p0), fed, Streams(0))
     both = run_rounds(
-        algo,
-        apply,
+        Run(algo, apply, TrainConfig(**cfg, precision="bf16", eval_precision="bf16"), p0),
         fed,
-        TrainConfig(**cfg, precision="bf16", eval_precision="bf16"),
         Streams(0),
-        p0,
     )
     # Same weights evaluated: the bf16-trained model scored in float32 twice gives one number;
     # scored in bf16 it moves by rounding.
-    again = run_rounds(algo, apply, fed, TrainConfig(**cfg, precision="bf16"), Streams(0), p0)
+    again = run_rounds(Run(algo, apply, TrainConfig(**cfg, precision="bf16"), p0), fed, Streams(0))
     assert mixed.records[-1]["summary"] == again.records[-1]["summary"]
     loss = lambda r: r.records[-1]["summary"]["global"]["loss"]["mean"]  # noqa: E731
     assert loss(both) != loss(mixed)

@@ -8,6 +8,7 @@ from torch.func import functional_call, grad, vmap
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import masked_mean
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.executors import RoundJob, SequentialExecutor, client_plan, host_plan
 from fedbench.engine.functional import make_apply, params_of
@@ -205,7 +206,7 @@ def test_fused_update_with_uneven_clients_matches_sequential(tiny, chunk):
         rounds=3, batch_size=4, lr=0.2, local_epochs=2, clients_per_round=3, chunk_size=chunk
     )
     runs = [
-        run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(7), p0, executor=ex)
+        run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0, executor=ex), fed, Streams(7))
         for ex in ("sequential", "vectorised")
     ]
     for k in p0:

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -166,7 +167,7 @@ def test_runs_under_the_auto_executor_and_executors_agree(arch, params, shape, c
     apply, p0 = make_apply(model), params_of(model)
     cfg = TrainConfig(rounds=2, batch_size=3, lr=0.05, local_epochs=1, clients_per_round=2)
     runs = {
-        ex: run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(1), p0, executor=ex)
+        ex: run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0, executor=ex), fed, Streams(1))
         for ex in ("sequential", "vectorised")
     }
     for k in p0:
@@ -237,7 +238,7 @@ def test_lstm_native_sequential_equals_unrolled_vectorised():
         assert choose_recurrent_impl(model, ex) == {"sequential": "native"}.get(ex, "unrolled")
         p0 = params_of(model)
         out[ex] = run_rounds(
-            build_algorithm("fedavg"), make_apply(model), fed, cfg, Streams(1), p0, executor=ex
+            Run(build_algorithm("fedavg"), make_apply(model), cfg, p0, executor=ex), fed, Streams(1)
         ).global_params
     for k in p0:
         assert not torch.equal(out["sequential"][k], p0[k]), k

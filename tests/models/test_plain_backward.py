@@ -7,6 +7,7 @@ import torch
 
 import fedbench.engine.local as local
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
@@ -44,13 +45,15 @@ def _rounds(arch: str, graph: bool, monkeypatch) -> dict[str, torch.Tensor]:
         eval_every=10**6,
     )
     state = run_rounds(
-        build_algorithm("fedavg"),
-        make_apply(model),
+        Run(
+            build_algorithm("fedavg"),
+            make_apply(model),
+            cfg,
+            params_of(model),
+            executor="sequential",
+        ),
         fed,
-        cfg,
         Streams(0),
-        params_of(model),
-        executor="sequential",
     )
     return state.global_params
 

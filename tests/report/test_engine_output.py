@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fedbench.algorithms import build_algorithm
+from fedbench.engine.build import Run
 from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.io import write_jsonl, write_yaml
@@ -55,7 +56,7 @@ def test_engine_records_collect_and_tabulate(tiny, tmp_path):
     fed, apply, p0 = tiny
     cfg = TrainConfig(**CFG)
     algo = build_algorithm("fedavg")
-    dirs = [write_run(tmp_path, 0, run_rounds(algo, apply, fed, cfg, Streams(0), p0), 2)]
+    dirs = [write_run(tmp_path, 0, run_rounds(Run(algo, apply, cfg, p0), fed, Streams(0)), 2)]
     df = collect_runs(dirs)
     assert sorted(df["round"].unique()) == [1, 2]
     assert {"global", "global_test", "train"} <= set(df["protocol"])
@@ -73,7 +74,7 @@ def test_engine_divergence_at_round_one(tiny, tmp_path):
     fed, apply, p0 = tiny
     fed.x = fed.x * 1e30
     cfg = TrainConfig(**{**CFG, "lr": 1e10})
-    state = run_rounds(build_algorithm("fedavg"), apply, fed, cfg, Streams(0), p0)
+    state = run_rounds(Run(build_algorithm("fedavg"), apply, cfg, p0), fed, Streams(0))
     run_dir = write_run(tmp_path, 0, state, 2)
     spec = _toy_table([run_dir], stat="mean")
     assert build_table(spec, None).iloc[0].status == "diverged (round 1)"
