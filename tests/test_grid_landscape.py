@@ -8,8 +8,7 @@ import yaml
 
 from fedbench.config import ConfigError
 from fedbench.grid import load_grid, output_spec
-from fedbench.outputs.landscape import landscape_file, landscape_panels
-from fedbench.report.landscape import LandscapeFigureSpec
+from fedbench.outputs.landscape import LandscapeFigureSpec, landscape_file, landscape_panels
 
 ROOT = Path(__file__).resolve().parent.parent
 LANDSCAPE = {

@@ -7,8 +7,7 @@ import pytest
 from fedbench.algorithms import build_algorithm
 from fedbench.config import resolve_run
 from fedbench.grid import all_runs, cells, load_grid, output_spec
-from fedbench.outputs.parallel import parallel_points
-from fedbench.report.parallel import ParallelFigureSpec
+from fedbench.outputs.parallel import ParallelFigureSpec, parallel_points
 
 ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ("figure5", "figure6", "figure7", "figure8")

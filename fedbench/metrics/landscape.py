@@ -1,5 +1,6 @@
 """The loss-landscape file (.npz) and its settings: what the engine computes and writes
-(`fedbench/engine/landscape.py`) and the report reads and draws (`fedbench/report/landscape.py`)."""
+(`fedbench/engine/landscape.py`) and the figure reads and draws
+(`fedbench/outputs/landscape.py`)."""
 
 from __future__ import annotations
 

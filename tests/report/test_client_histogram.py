@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from fedbench.config import ConfigError
-from fedbench.outputs.registry import KINDS
-from fedbench.report.client_histogram import (
+from fedbench.outputs.client_histogram import (
     HistogramSpec,
     bin_counts,
     histogram_counts,
     make_histogram_figure,
     write_client_histogram,
 )
+from fedbench.outputs.registry import KINDS
 from fedbench.report.layout import LayoutError
 
 ROWS = [

@@ -11,13 +11,13 @@ import yaml
 
 from fedbench.config import ConfigError, load_catalog
 from fedbench.grid import load_grid, output_spec
-from fedbench.outputs.deviation import DeviationKind
-from fedbench.report.collect import RunDataError
-from fedbench.report.deviations import (
+from fedbench.outputs.deviation import (
     DeviationFigureSpec,
+    DeviationKind,
     deviations,
     write_deviation_figure,
 )
+from fedbench.report.collect import RunDataError
 
 ROOT = Path(__file__).resolve().parents[2]
 # Three clients' models, three classes (hand-built; no engine involved).

@@ -1,4 +1,4 @@
-"""The incentive-game outputs (fedbench.outputs.incentive, fedbench.report.incentive): the numbers
+"""The incentive-game outputs (fedbench.outputs.incentive, fedbench.outputs.incentive): the numbers
 the `incentive` rule writes are those of fedbench.metrics.incentive and of Theorem 1's formula
 (specs/qffl-dqnfed.md A.6, A.7), and the figure and table render from such a file alone."""
 
@@ -21,10 +21,14 @@ from fedbench.metrics.incentive import (
     optimal_payment,
     participation_set,
 )
-from fedbench.outputs.incentive import compute_game, game_settings, jain, thm1_bound, write_game
-from fedbench.report.incentive import (
+from fedbench.outputs.incentive import (
     ILLUSTRATIVE,
     IncentiveSpec,
+    compute_game,
+    game_settings,
+    jain,
+    thm1_bound,
+    write_game,
     write_incentive_figure,
     write_incentive_table,
 )

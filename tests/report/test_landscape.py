@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fedbench.metrics.landscape import LandscapeSettings, load_landscape, save_landscape
-from fedbench.report.landscape import (
+from fedbench.outputs.landscape import (
     LandscapeFigureSpec,
     make_landscape_figure,
     write_landscape_figure,

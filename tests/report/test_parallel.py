@@ -8,16 +8,17 @@ from matplotlib import colormaps
 from matplotlib.collections import LineCollection
 
 from fedbench.config import ConfigError
-from fedbench.outputs.parallel import ParallelKind, select_points
-from fedbench.report.layout import Quantity
-from fedbench.report.parallel import (
+from fedbench.outputs.parallel import (
     CMAP,
     ParallelFigureSpec,
+    ParallelKind,
     ParallelPanel,
     ParallelPoint,
     make_parallel_figure,
+    select_points,
     write_parallel_figure,
 )
+from fedbench.report.layout import Quantity
 
 # (λ, η) -> the run's per-round client-mean top1; best rounds 0.6, 0.8 and 0.3 (< the others'
 # minimum, so a colour scale fitted to the data would differ from the fixed [0, 1] one).

@@ -8,9 +8,9 @@ import pytest
 from fedbench.config import ConfigError
 from fedbench.data.base import ArrayDataset, save_dataset
 from fedbench.data.partition import Partition, save_partition
-from fedbench.outputs.partition import PartitionKind
-from fedbench.report.partitions import (
+from fedbench.outputs.partition import (
     PartitionFigureSpec,
+    PartitionKind,
     PartitionPanel,
     count_matrix,
     partition_counts,

@@ -1,4 +1,4 @@
-"""Figures of kind sweep_lines (fedbench.report.sweep_lines, QF-6): each point is the mean over
+"""Figures of kind sweep_lines (fedbench.outputs.sweep_lines, QF-6): each point is the mean over
 seeds of the final round's statistic across clients, a diverged run is left out and counted,
 and the figure renders from run files alone."""
 
@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from fedbench.report.sweep_lines import (
+from fedbench.outputs.sweep_lines import (
     SweepFigureSpec,
     SweepQuantity,
     sweep_points,
