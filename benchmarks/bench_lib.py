@@ -18,10 +18,10 @@ from fedbench.data.mqp import VOCAB_SIZE as BERT_VOCAB
 from fedbench.data.speechcommands import NUM_WORDS as SPEECH_WORDS
 from fedbench.data.speechcommands import RATE as SPEECH_RATE
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import GENERATIVE, MODELS, build_model
 from fedbench.rng import Streams
 

@@ -32,7 +32,7 @@ from fedbench.algorithms.aaggff import (
     responses,
 )
 from fedbench.algorithms.base import ServerContext
-from fedbench.algorithms.fair import (
+from fedbench.algorithms.fair_baselines import (
     afl_step,
     fedmgda_weights,
     propfair_weights,

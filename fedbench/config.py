@@ -23,7 +23,7 @@ import yaml
 from fedbench.algorithms import ALGORITHMS, build_algorithm
 from fedbench.data.partition import PARTITIONERS, check_partition_spec
 from fedbench.data.transform import check_transform
-from fedbench.engine.config import TrainConfig
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import MODELS
 
 SECTIONS = ("datasets", "partitions", "models", "algorithms")

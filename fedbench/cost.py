@@ -72,10 +72,10 @@ from fedbench.algorithms.superfed import SuPerFed
 from fedbench.config import load_catalog, resolve_run
 from fedbench.engine.batches import num_local_steps
 from fedbench.engine.build import build_run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.loop import Callbacks, RunState, bind_applies, evaluate_round, run_rounds
 from fedbench.engine.precision import PRECISIONS, check_device
+from fedbench.engine.train_config import TrainConfig
 from fedbench.grid import RunKey, all_runs, load_grid
 from fedbench.io import write_text
 from fedbench.rng import Streams

@@ -280,7 +280,7 @@ def bad_catalogs(draw):
 def _training_fields() -> set[str]:
     import dataclasses
 
-    from fedbench.engine.config import TrainConfig
+    from fedbench.engine.train_config import TrainConfig
 
     return {f.name for f in dataclasses.fields(TrainConfig)}
 

@@ -8,7 +8,7 @@ from typing import ClassVar
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
 from fedbench.algorithms.pair import FED, LOC, joined, split
-from fedbench.algorithms.partial import tail_phase
+from fedbench.algorithms.partial_sharing import tail_phase
 from fedbench.tree import Apply, Params, tree_sub
 
 SCHEDULES = ("phases", "joint")

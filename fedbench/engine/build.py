@@ -14,8 +14,8 @@ from torch import nn
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
+from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.metrics.objectives import Objective, build_objective
 from fedbench.models import build_model

@@ -13,10 +13,10 @@ import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, State, overrides
 from fedbench.engine.batches import batch_plan, num_local_steps
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import client_losses
 from fedbench.engine.federation import Federation
 from fedbench.engine.local import local_train_carry
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 from fedbench.tree import Apply, Params, stack_trees, tree_to
 

@@ -22,7 +22,6 @@ from fedbench.algorithms.base import (
 from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import (
     client_losses,
     evaluate_clients_each,
@@ -33,6 +32,7 @@ from fedbench.engine.executors import RoundJob, RoundOutput, SequentialExecutor,
 from fedbench.engine.federation import Federation
 from fedbench.engine.per_class import per_class_losses
 from fedbench.engine.precision import check_device, matmul_scope, with_precision
+from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import PACK_STATS, distribution_pack
 from fedbench.metrics.names import CLIENT_METRICS, OPTIONAL_METRICS

@@ -25,8 +25,8 @@ from fedbench.algorithms.aaggff import (
 from fedbench.algorithms.base import Batch, ServerContext
 from fedbench.algorithms.simplex import project_simplex, qp_objective, simplex_qp
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 # ---- CDFs (thesis §5.1 formulas, evaluated by hand at chosen points) ----

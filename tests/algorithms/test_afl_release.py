@@ -11,9 +11,9 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ServerContext
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds, sample_clients
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import build_model
 from fedbench.rng import Streams
 

@@ -8,8 +8,8 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, sample_clients
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = TrainConfig(

@@ -15,9 +15,9 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext
 from fedbench.config import resolve_run
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,9 +7,9 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import sgd_init, sgd_step
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(batch_size=4, lr=0.1, local_epochs=1, momentum=0.9, weight_decay=1e-3)

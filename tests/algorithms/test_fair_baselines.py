@@ -9,7 +9,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ServerContext
-from fedbench.algorithms.fair import (
+from fedbench.algorithms.fair_baselines import (
     afl_step,
     fedmgda_weights,
     propfair_loss,
@@ -19,8 +19,8 @@ from fedbench.algorithms.fair import (
 )
 from fedbench.algorithms.server_opt import server_step
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 

@@ -9,8 +9,8 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.fedamp import attention_weights
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 # Three clients' models, one 2-vector each: w_0 = (0, 0), w_1 = (1, 0), w_2 = (0, 2).

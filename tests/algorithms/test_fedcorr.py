@@ -27,8 +27,8 @@ from fedbench.algorithms.fedcorr import (
     softmax_outputs,
 )
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(batch_size=4, lr=0.1, local_epochs=2, clients_per_round=3, momentum=0.5, eval_every=1)

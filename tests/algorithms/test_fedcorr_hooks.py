@@ -10,8 +10,8 @@ import torch
 
 from fedbench.algorithms.base import Algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, sample_clients
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(rounds=3, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2, eval_every=1)

@@ -14,10 +14,10 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext, ServerContext, ServerSetup
 from fedbench.algorithms.fedevg import cosine_betas
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import build_model
 from fedbench.rng import Streams
 

@@ -24,11 +24,11 @@ from fedbench.algorithms.fedevg import (
     random_start,
     registered_pair,
 )
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Adam, make_apply, params_of
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import RunState, evaluate_round
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import build_model
 from fedbench.rng import Streams
 

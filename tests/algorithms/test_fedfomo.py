@@ -9,8 +9,8 @@ from fedbench.algorithms.base import Algorithm, ClientContext
 from fedbench.algorithms.fedfomo import OWN, fomo_weights
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = TrainConfig(rounds=3, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)

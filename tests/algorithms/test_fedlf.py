@@ -10,9 +10,9 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext, ServerContext
 from fedbench.algorithms.fedlf import fair_row, fedlf_direction, min_norm_point, rescale
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import build_model
 from fedbench.rng import Streams
 

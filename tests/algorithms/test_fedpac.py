@@ -16,9 +16,9 @@ from fedbench.algorithms.fedpac import (
 )
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 PLAIN = dict(batch_size=4, lr=0.1, momentum=0.0, weight_decay=0.0)

@@ -8,8 +8,8 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch
 from fedbench.algorithms.perfedavg import halves
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 

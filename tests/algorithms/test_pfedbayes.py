@@ -11,8 +11,8 @@ from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.pfedbayes import gaussian_kl
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=4)

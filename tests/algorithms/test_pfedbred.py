@@ -10,9 +10,9 @@ from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.pfedbred import PFedBreD, bregman, half_sq
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 A, C = 2.0, 1.0  # quadratic loss f(θ) = (A/2)(θ - C)², so ∇f(θ) = A(θ - C)

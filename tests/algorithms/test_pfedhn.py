@@ -7,8 +7,8 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext, ServerContext
 from fedbench.algorithms.pfedhn import generate, init_hypernetwork
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = TrainConfig(rounds=2, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3)

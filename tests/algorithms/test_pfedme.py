@@ -9,10 +9,10 @@ from fedbench.algorithms.fedprox import prox_term
 from fedbench.algorithms.pfedme import write_term
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import sgd_init, sgd_step
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 LR, MOM, WD = 0.1, 0.9, 1e-3
@@ -266,8 +266,8 @@ def test_server_logs_the_gce_of_the_envelopes():
 
 
 def test_train_all_trains_every_client_but_aggregates_the_sampled(tiny):
-    from fedbench.engine.config import TrainConfig
     from fedbench.engine.loop import run_rounds
+    from fedbench.engine.train_config import TrainConfig
     from fedbench.rng import Streams
 
     fed, apply, p0 = tiny

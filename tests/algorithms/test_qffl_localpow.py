@@ -9,8 +9,8 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(rounds=2, batch_size=4, lr=0.2, local_steps=3, participation=1.0)

@@ -10,8 +10,8 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Batch, ClientContext
 from fedbench.algorithms.superfed import LAMBDA_GRID, SuPerFed, module_groups, orthogonality
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds, select_per_client
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(

@@ -6,9 +6,9 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import Adam, adam_init, adam_step_, adam_update
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 

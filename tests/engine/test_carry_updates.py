@@ -9,8 +9,8 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import _keep_inactive, kernel_path
 from fedbench.rng import Streams
 

@@ -10,9 +10,9 @@ from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import chunk_size, pick_chunk
 from fedbench.models import build_model
 from fedbench.rng import Streams

@@ -5,8 +5,8 @@ import torch
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import chunk_size, resolve_executor
 from fedbench.models import build_model
 from fedbench.rng import Streams

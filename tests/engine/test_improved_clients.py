@@ -5,9 +5,9 @@ import pytest
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import client_losses
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(batch_size=4, lr=2.0, local_epochs=1, clients_per_round=4)

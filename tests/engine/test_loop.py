@@ -7,8 +7,8 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.batches import batch_plan, num_local_steps
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import Callbacks, run_rounds, sample_clients
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(rounds=3, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2)

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from fedbench.engine.config import TrainConfig
+from fedbench.engine.train_config import TrainConfig
 
 CFG = {"rounds": 10, "batch_size": 4, "lr": 0.1, "local_epochs": 1, "clients_per_round": 2}
 

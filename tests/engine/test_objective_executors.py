@@ -7,10 +7,10 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.metrics.objectives import build_objective
 from fedbench.models import build_model
 from fedbench.rng import Streams
@@ -25,8 +25,8 @@ CFG = dict(
     weight_decay=1e-3,
     eval_every=1,
 )
-# FedAvg (data_loss), q-FedAvg and AAggFF (pre-loss), TERM and PropFair (fair.py), Per-FedAvg
-# (its own half-batch loss).
+# FedAvg (data_loss), q-FedAvg and AAggFF (pre-loss), TERM and PropFair (fair_baselines.py),
+# Per-FedAvg (its own half-batch loss).
 ALGOS = {
     "fedavg": {},
     "qfedavg": {},

@@ -8,9 +8,9 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.config import _check_training_block
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.per_class import per_class_losses
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 

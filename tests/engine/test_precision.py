@@ -7,9 +7,9 @@ from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.precision import PRECISIONS, with_precision
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams, init_streams
 
 CFG = dict(rounds=1, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=3, momentum=0.9)

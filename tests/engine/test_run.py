@@ -126,7 +126,7 @@ def test_params_pt_leaves_metrics_unchanged_and_feeds_the_landscape(prepared):
 
 
 def test_init_seed_fixes_initial_weights_across_run_seeds(prepared):
-    from fedbench.engine.config import TrainConfig
+    from fedbench.engine.train_config import TrainConfig
     from fedbench.rng import init_streams
 
     # The init stream of any run seed under init_seed=k is the init stream of run seed k.

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fedbench.algorithms.base import Algorithm
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.loop import RunState, evaluate_round, select_per_client
+from fedbench.engine.train_config import TrainConfig
 
 CLASSES = 3
 PROTOCOLS = ("c0", "c1", "c2")  # protocol ck: a model that predicts class k for every input

@@ -9,10 +9,10 @@ from torch.func import functional_call, grad, vmap
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import masked_mean
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.executors import RoundJob, SequentialExecutor, client_plan, host_plan
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import (
     LayerChain,
     VectorisedExecutor,

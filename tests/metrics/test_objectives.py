@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from fedbench.algorithms.base import Batch
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.evaluate import evaluate_clients_shared
+from fedbench.engine.train_config import TrainConfig
 from fedbench.metrics.objectives import (
     OBJECTIVES,
     build_objective,

@@ -9,10 +9,10 @@ from torch import nn
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import resolve_executor
 from fedbench.models import build_model
 from fedbench.models.recurrent import choose_recurrent_impl, unrolled_lstm

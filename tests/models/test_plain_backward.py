@@ -8,10 +8,10 @@ import torch
 import fedbench.engine.local as local
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import PLAIN_BACKWARD, build_model
 from fedbench.models.recurrent import choose_recurrent_impl
 from fedbench.rng import Streams

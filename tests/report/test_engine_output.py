@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fedbench.algorithms import build_algorithm
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.io import write_jsonl, write_yaml
 from fedbench.report.collect import collect_clients, collect_runs
 from fedbench.report.tables import TableSpec, build_table

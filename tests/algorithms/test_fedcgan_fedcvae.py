@@ -9,13 +9,13 @@ import torch.nn.functional as F
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm, ServerContext, ServerSetup
-from fedbench.algorithms.fedgen import DROPOUT_KEY, SEED_HIGH, kl_to_standard_normal
+from fedbench.algorithms.fedcgan_fedcvae import DROPOUT_KEY, SEED_HIGH, kl_to_standard_normal
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import Adam, make_apply, params_of
 from fedbench.engine.local import local_train_carry
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.train_config import TrainConfig
 from fedbench.models import build_model
 from fedbench.rng import Streams
 

@@ -5,12 +5,12 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import ClientContext
-from fedbench.algorithms.partial import aggregate_shared
+from fedbench.algorithms.partial_sharing import aggregate_shared
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
-from fedbench.engine.config import TrainConfig
 from fedbench.engine.functional import sgd_init, sgd_step
 from fedbench.engine.loop import run_rounds, sample_clients
+from fedbench.engine.train_config import TrainConfig
 from fedbench.rng import Streams
 
 CFG = dict(batch_size=4, lr=0.1, local_epochs=1, momentum=0.9, weight_decay=1e-3)
