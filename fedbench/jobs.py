@@ -163,7 +163,7 @@ def landscape(
 ) -> None:
     """The loss landscape of one run's final global model as .npz."""
     from fedbench.engine.landscape import compute_run_landscape
-    from fedbench.metrics.landscape import LandscapeSettings
+    from fedbench.landscape_file import LandscapeSettings
 
     with _job(log, [out], "%(asctime)s %(message)s"):
         how = LandscapeSettings(**settings)

@@ -58,6 +58,7 @@ LAYERS = [
     ("fedbench.engine",),
     ("fedbench.algorithms",),
     ("fedbench.data", "fedbench.models", "fedbench.metrics", "fedbench.papers"),
+    ("fedbench.objectives", "fedbench.incentive_game", "fedbench.landscape_file"),
     ("fedbench.tree", "fedbench.rng", "fedbench.io", "fedbench.registry", "fedbench.gpu"),
     ("fedbench",),
 ]

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import torch
 
-from fedbench.metrics.objectives import masked_mean as masked_mean  # the algorithms' import
-from fedbench.metrics.objectives import objective_of
+from fedbench.objectives import masked_mean as masked_mean  # the algorithms' import
+from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
 State = dict[str, Any]
@@ -24,7 +24,7 @@ State = dict[str, Any]
 class Batch(NamedTuple):
     """One local mini-batch; `mask` (1 = real sample) is None unless an executor pads batches;
     `weight` = each sample's loss weight (its client's class weight; None unless the run's
-    objective weights samples, fedbench/metrics/objectives.py)."""
+    objective weights samples, fedbench/objectives.py)."""
 
     x: torch.Tensor
     y: torch.Tensor

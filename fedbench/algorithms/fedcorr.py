@@ -65,7 +65,7 @@ from fedbench.algorithms.base import (
 )
 from fedbench.algorithms.dqnfed import DQNFed
 from fedbench.algorithms.dqnfed_math import BFGS_FORMS, curvature_ok, decrement
-from fedbench.metrics.objectives import CROSS_ENTROPY
+from fedbench.objectives import CROSS_ENTROPY
 from fedbench.tree import Apply, Params, tree_sub
 
 SAMPLE_LOSSES = ("code", "ce")

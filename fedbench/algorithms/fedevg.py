@@ -91,7 +91,7 @@ from fedbench.algorithms.base import (
     check_settings,
     masked_mean,
 )
-from fedbench.metrics.objectives import objective_of
+from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params
 
 VARIANTS = ("code", "thesis")

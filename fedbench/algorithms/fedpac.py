@@ -21,7 +21,7 @@ from fedbench.algorithms.base import (
     State,
     masked_mean,
 )
-from fedbench.metrics.objectives import objective_of
+from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params, weighted_mean
 
 PAC = "fedpac."  # the algorithm's own entries of a parameter dict (never passed to the network)

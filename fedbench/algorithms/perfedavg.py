@@ -13,7 +13,7 @@ import torch
 from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, Batch, ServerContext, State
-from fedbench.metrics.objectives import objective_of
+from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params, weighted_mean
 
 

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ServerContext, State
-from fedbench.metrics.objectives import masked_mean, objective_of
+from fedbench.objectives import masked_mean, objective_of
 from fedbench.tree import Apply, Params, weighted_mean
 
 POWERS = ("per_example", "per_batch")

@@ -17,9 +17,9 @@ from fedbench.algorithms.base import Algorithm
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import resolve_executor
-from fedbench.metrics.objectives import Objective, build_objective
 from fedbench.models import build_model
 from fedbench.models.recurrent import choose_recurrent_impl
+from fedbench.objectives import Objective, build_objective
 from fedbench.rng import Streams, init_streams
 from fedbench.tree import Apply, Params
 

@@ -7,7 +7,7 @@ import torch
 from fedbench.metrics.calibration import calibration_per_client
 from fedbench.metrics.classification import auroc_per_group
 from fedbench.metrics.names import MEAN_KEYS, METRICS
-from fedbench.metrics.objectives import KS, objective_of
+from fedbench.objectives import KS, objective_of
 from fedbench.tree import Apply, Params
 
 

@@ -26,8 +26,8 @@ from fedbench.data.base import load_dataset
 from fedbench.engine.build import build_run
 from fedbench.engine.run import pick_device
 from fedbench.io import DamagedFile, MissingFile
-from fedbench.metrics.landscape import LandscapeError, LandscapeSettings, save_landscape
-from fedbench.metrics.objectives import CROSS_ENTROPY
+from fedbench.landscape_file import LandscapeError, LandscapeSettings, save_landscape
+from fedbench.objectives import CROSS_ENTROPY
 from fedbench.rng import Streams
 from fedbench.tree import Apply, Params
 

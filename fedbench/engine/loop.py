@@ -36,7 +36,7 @@ from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import PACK_STATS, distribution_pack
 from fedbench.metrics.names import CLIENT_METRICS, OPTIONAL_METRICS
-from fedbench.metrics.objectives import CROSS_ENTROPY, build_objective, with_objective
+from fedbench.objectives import CROSS_ENTROPY, build_objective, with_objective
 from fedbench.rng import Streams, init_streams
 from fedbench.tree import Apply, Params, tree_all_finite, tree_to
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedbench.metrics.objectives import objective_of
+from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params
 
 

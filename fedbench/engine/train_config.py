@@ -9,7 +9,7 @@ from typing import Any
 from fedbench.engine.augment import Augment
 from fedbench.engine.functional import Adam
 from fedbench.engine.precision import PRECISIONS
-from fedbench.metrics.objectives import OBJECTIVES
+from fedbench.objectives import OBJECTIVES
 
 EXECUTORS = ("auto", "sequential", "vectorised")
 OPTIMIZERS = ("sgd", "adam")
@@ -60,7 +60,7 @@ class TrainConfig:
     # seed: every seed of a grid then starts from the same weights and differs only in sampling
     # and batch order, as pFedBreD's release does its repetitions (one seed(2022), same init).
     init_seed: int | None = None
-    # How outputs are scored in training and evaluation (fedbench/metrics/objectives.py): softmax
+    # How outputs are scored in training and evaluation (fedbench/objectives.py): softmax
     # cross_entropy, or the AAggFF release's bce_logit, class_weighted_ce, token_ce.
     objective: str = "cross_entropy"
     # Arithmetic of the local steps and of evaluation (fedbench/engine/precision.py): fp32, bf16

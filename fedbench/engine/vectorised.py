@@ -46,7 +46,7 @@ from fedbench.engine.executors import (
 from fedbench.engine.functional import adam_init, adam_step_, masks_refused, sgd_step_
 from fedbench.engine.local import check_carry_keys, step_of
 from fedbench.engine.precision import compute_dtype
-from fedbench.metrics.objectives import CROSS_ENTROPY, objective_of
+from fedbench.objectives import CROSS_ENTROPY, objective_of
 from fedbench.tree import Params, tree_to
 
 log = logging.getLogger("fedbench.engine")

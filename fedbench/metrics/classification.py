@@ -19,22 +19,11 @@ def classification_counts(
     """Summed cross-entropy, top-k correct counts and n for one batch (divide by n for means).
 
     Softmax cross-entropy only; the engine scores every objective through
-    fedbench.metrics.objectives."""
+    fedbench.objectives."""
     out = {"loss_sum": float(F.cross_entropy(logits, targets, reduction="sum")), "n": len(targets)}
     for k in ks:
         out[f"top{k}_correct"] = float(topk_correct(logits, targets, k))
     return out
-
-
-def binary_score(logits: torch.Tensor) -> torch.Tensor | None:
-    """The positive-class (label 1) score of a 2-class model, logit_1 - logit_0 (None otherwise).
-
-    It orders samples as the softmax probability of class 1 does (a monotone map of it) without
-    the float saturation that ties probabilities near 0 and 1.
-    """
-    if logits.ndim != 2 or logits.shape[-1] != 2:
-        return None
-    return logits[:, 1] - logits[:, 0]
 
 
 def auroc_per_group(

@@ -2,7 +2,7 @@
 metrics.jsonl and what grids and report builders may ask for (below both, so neither imports the
 other for them)."""
 
-from fedbench.metrics.objectives import KS
+from fedbench.objectives import KS
 
 MEAN_KEYS = ("loss", *(f"top{k}" for k in KS))  # per-client means of per-unit values
 METRICS = (*MEAN_KEYS, "ece", "mce")  # what every evaluation reports per client

@@ -1,7 +1,7 @@
 """AAggFF's networks (aaggff.md §9.5, cross-checked with the release's src/models).
 
 Berka and Heart use the registry's `linear` (logistic regression with a bias). The training
-objective (`training.objective`, fedbench/metrics/objectives.py) sets the head's width: binary
+objective (`training.objective`, fedbench/objectives.py) sets the head's width: binary
 tasks end in the release's one logit under `bce_logit` (the catalog's default for Berka, Heart,
 MQP, CelebA; spec §13.9, §15.12), or in the thesis's 2 softmax logits under `cross_entropy` (the
 `-softmax` catalog entries). ISIC trains `class_weighted_ce` (§13.10), Reddit `token_ce` over

@@ -7,7 +7,7 @@ T) as figures of kind `incentive`, and the equilibrium at τ* as a table of kind
 Nothing here trains. A grid entry's `show` says which artifact and its `game` (or `bound`) block
 holds the parameters, validated at DAG build (`game_settings`). The `incentive` rule
 (workflow/scripts/incentive.py -> `fedbench.jobs.incentive`) calls `write_game`, which computes
-the numbers with `fedbench.metrics.incentive` into results/{scale}/incentive/{paper}/{name}.json;
+the numbers with `fedbench.incentive_game` into results/{scale}/incentive/{paper}/{name}.json;
 the figure and table (drawn below) read that file.
 """
 
@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from fedbench import incentive_game as game_lib
 from fedbench.cells import Grid, RunKey, spec_header
 from fedbench.config import ConfigError
 from fedbench.io import write_text
-from fedbench.metrics import incentive as game_lib
 from fedbench.outputs.base import OutputKind
 from fedbench.report.html_table import html_table
 from fedbench.report.sidecar import sidecar_json

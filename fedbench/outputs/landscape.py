@@ -17,7 +17,7 @@ from matplotlib.ticker import MaxNLocator
 
 from fedbench.cells import Grid, RunKey, column_labels, spec_header
 from fedbench.config import ConfigError
-from fedbench.metrics.landscape import LandscapeError, LandscapeSettings, load_landscape
+from fedbench.landscape_file import LandscapeError, LandscapeSettings, load_landscape
 from fedbench.outputs.matrix import MatrixKind
 from fedbench.report.figures import save_figure
 from fedbench.report.layout import warning_lines

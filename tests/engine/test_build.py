@@ -18,7 +18,7 @@ from fedbench.engine.build import build_run
 from fedbench.engine.landscape import compute_run_landscape
 from fedbench.engine.run import execute_run
 from fedbench.io import DamagedFile
-from fedbench.metrics.landscape import LandscapeSettings, load_landscape
+from fedbench.landscape_file import LandscapeSettings, load_landscape
 from fedbench.rng import Streams
 
 CATALOG = Path(__file__).resolve().parents[2] / "config" / "config.yaml"

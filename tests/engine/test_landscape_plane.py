@@ -16,7 +16,7 @@ from fedbench.engine.landscape import (
     mean_loss,
     random_directions,
 )
-from fedbench.metrics.landscape import LandscapeSettings
+from fedbench.landscape_file import LandscapeSettings
 
 
 def _params() -> dict[str, torch.Tensor]:

@@ -11,8 +11,8 @@ from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.train_config import TrainConfig
-from fedbench.metrics.objectives import build_objective
 from fedbench.models import build_model
+from fedbench.objectives import build_objective
 from fedbench.rng import Streams
 
 CFG = dict(

@@ -95,7 +95,7 @@ def test_params_pt_leaves_metrics_unchanged_and_feeds_the_landscape(prepared):
     import torch
 
     from fedbench.engine.landscape import compute_run_landscape
-    from fedbench.metrics.landscape import LandscapeSettings, load_landscape
+    from fedbench.landscape_file import LandscapeSettings, load_landscape
 
     root, catalog = prepared
     out = root / "params"

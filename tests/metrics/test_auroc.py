@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from fedbench.metrics.classification import auroc_per_group, binary_score
+from fedbench.metrics.classification import auroc_per_group
 from fedbench.metrics.fairness import auroc
+from fedbench.objectives import binary_score
 
 metrics = pytest.importorskip("sklearn.metrics")
 

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from fedbench.metrics.incentive import (
+from fedbench.incentive_game import (
     IncentiveGame,
     best_response,
     best_response_iteration,

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from fedbench.metrics.incentive import (
+from fedbench.incentive_game import (
     STARTS,
     EquilibriumError,
     IncentiveGame,

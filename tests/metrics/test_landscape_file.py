@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedbench.metrics.landscape import (
+from fedbench.landscape_file import (
     LandscapeError,
     LandscapeSettings,
     load_landscape,

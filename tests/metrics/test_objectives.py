@@ -1,4 +1,4 @@
-"""Training objectives (fedbench/metrics/objectives.py): hand-computed losses and metrics."""
+"""Training objectives (fedbench/objectives.py): hand-computed losses and metrics."""
 
 import math
 
@@ -8,7 +8,7 @@ import torch
 from fedbench.algorithms.base import Batch
 from fedbench.engine.evaluate import evaluate_clients_shared
 from fedbench.engine.train_config import TrainConfig
-from fedbench.metrics.objectives import (
+from fedbench.objectives import (
     OBJECTIVES,
     build_objective,
     client_class_weights,

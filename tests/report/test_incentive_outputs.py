@@ -1,5 +1,5 @@
 """The incentive-game outputs (fedbench.outputs.incentive, fedbench.outputs.incentive): the numbers
-the `incentive` rule writes are those of fedbench.metrics.incentive and of Theorem 1's formula
+the `incentive` rule writes are those of fedbench.incentive_game and of Theorem 1's formula
 (specs/qffl-dqnfed.md A.6, A.7), and the figure and table render from such a file alone."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from fedbench.config import ConfigError
-from fedbench.metrics.incentive import (
+from fedbench.incentive_game import (
     IncentiveGame,
     best_response_iteration,
     equilibrium,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedbench.metrics.landscape import LandscapeSettings, load_landscape, save_landscape
+from fedbench.landscape_file import LandscapeSettings, load_landscape, save_landscape
 from fedbench.outputs.landscape import (
     LandscapeFigureSpec,
     make_landscape_figure,

@@ -27,7 +27,17 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from fedbench.metrics.classification import binary_score
+
+def binary_score(logits: torch.Tensor) -> torch.Tensor | None:
+    """The positive-class (label 1) score of a 2-class model, logit_1 - logit_0 (None otherwise).
+
+    It orders samples as the softmax probability of class 1 does (a monotone map of it) without
+    the float saturation that ties probabilities near 0 and 1.
+    """
+    if logits.ndim != 2 or logits.shape[-1] != 2:
+        return None
+    return logits[:, 1] - logits[:, 0]
+
 
 KS = (1, 5)
 
