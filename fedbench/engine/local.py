@@ -1,23 +1,19 @@
-"""The only local-step loop: a client's mini-batch steps through the algorithm's hooks."""
+"""The sequential executor's local training: a loop of a client's steps (`engine/step.py`, the
+hooks' order and the optimisers) over its mini-batches."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
 from torch.utils._pytree import tree_map
 
-from fedbench.algorithms.base import Algorithm, Batch, State, overrides
+from fedbench.algorithms.base import Algorithm, Batch, State
 from fedbench.engine.augment import Augment
-from fedbench.engine.functional import (
-    Adam,
-    adam_init,
-    adam_update,
-    sgd_init,
-    sgd_step,
-    sgd_update,
-)
+from fedbench.engine.functional import Adam
+from fedbench.engine.step import ClientOptimiser, make_step, merged
 from fedbench.tree import Apply, Params
 
 
@@ -52,25 +48,11 @@ def local_train_carry(
     `weight`: per-row loss weights of the pool (Federation.weight), None = unweighted.
     `adam`: train with Adam (torch.optim.Adam's bits) instead of SGD (`momentum` must be 0).
     """
-    updates = algo.carry_updates
-
-    def loss_fn(p: Params, cr: State, xb: torch.Tensor, yb: torch.Tensor, wb, nz):
-        out = algo.local_loss(apply, p, Batch(xb, yb, None, wb), cr, nz)
-        return out if updates else (out, {})
-
-    step_grad = _grad_and_value(loss_fn, _graph(apply))
-    prepare = overrides(algo, "before_step")
+    step_fns = make_step(algo, apply, partial(_grad_and_value, create_graph=_graph(apply)))
     if noise is not None and algo.noise_is_schedule:
         noise = noise.tolist()  # one Python float a step: local_loss may branch on it
-    # Without carry updates nothing a step returns can alias the parameters, so after its first
-    # step (which writes new leaves) the client trains them in place (`sgd_update`: sgd_step's
-    # numbers without its temporaries).
-    in_place = not updates
-    if in_place:
-        params = dict(params)  # the caller's dict keeps its leaves
-    buf = sgd_init(params) if adam is None and (momentum or not in_place) else {}
-    opt_state = None if adam is None else adam_init(params)
-    masked = False  # whether an update mask has frozen a leaf yet (Adam)
+    opt = ClientOptimiser(params, lr, momentum, weight_decay, adam, in_place=not algo.carry_updates)
+    params = opt.start(params)
     loss_sum = torch.zeros((), device=x.device)
     for step, idx in enumerate(batches):
         nz = step_of(noise, step)
@@ -78,47 +60,15 @@ def local_train_carry(
         if augment is not None:
             aug, draws = augment
             xb = aug.apply(xb, {k: v[step, : len(idx)] for k, v in draws.items()})
-        wb = None if weight is None else weight[idx]
-        if prepare:
-            carry = _merged(
-                algo, carry, algo.before_step(apply, params, Batch(xb, y[idx], None, wb), carry, nz)
-            )
-        grads, (loss, new) = step_grad(params, carry, xb, y[idx], wb, nz)
-        grads = algo.correct_grads(grads, params, carry)
-        mask = algo.update_mask(params, carry, nz)
-        if adam is not None:
-            masked = masked or mask is not None
-            if not in_place or masked:
-                params = dict(params)
-            # After a mask, a leaf frozen so far may still be the caller's: write new leaves.
-            owned = in_place and step > 0 and not masked
-            opt_state = adam_update(params, grads, opt_state, lr, adam, owned, mask)
-        elif in_place:
-            buf = sgd_update(
-                params, grads, buf, lr, momentum, weight_decay, mask, params_owned=step > 0
-            )
-        else:
-            params, buf = sgd_step(params, grads, buf, lr, momentum, weight_decay, mask)
+        batch = Batch(xb, y[idx], None, None if weight is None else weight[idx])
+        if step_fns.prepare is not None:
+            carry = merged(algo, carry, step_fns.prepare(params, batch, carry, nz))
+        grads, loss, mask, new = step_fns.gradient(params, batch, carry, nz)
+        params = opt.step(params, grads, mask, step)
         loss_sum = loss_sum + loss.detach()
         if new:
-            carry = _merged(algo, carry, new)
+            carry = merged(algo, carry, new)
     return params, carry, loss_sum / max(len(batches), 1)
-
-
-def _merged(algo: Algorithm, carry: State, new: State) -> State:
-    """`carry` with a step's entries replaced."""
-    check_carry_keys(algo, carry, new)
-    return {**carry, **new}
-
-
-def check_carry_keys(algo: Algorithm, carry: State, new: State) -> None:
-    """A step's carry entries (`before_step`'s, or `local_loss`'s updates) must be keys of
-    client_begin's carry (both executors)."""
-    if not new.keys() <= carry.keys():
-        raise KeyError(
-            f"{algo.name}: updates of {sorted(new.keys() - carry.keys())}, "
-            "not in client_begin's carry"
-        )
 
 
 def step_of(noise: Any, step: int) -> Any:

@@ -43,9 +43,9 @@ from fedbench.engine.executors import (
     host_plan,
     stack_messages,
 )
-from fedbench.engine.functional import adam_init, adam_step_, masks_refused, sgd_step_
-from fedbench.engine.local import check_carry_keys, step_of
+from fedbench.engine.local import step_of
 from fedbench.engine.precision import compute_dtype
+from fedbench.engine.step import check_carry_keys, make_step, stacked_state, stacked_step
 from fedbench.objectives import CROSS_ENTROPY, objective_of
 from fedbench.tree import Params, tree_to
 
@@ -664,13 +664,21 @@ class VectorisedExecutor:
         )
 
     def _train_kernel(self, job, chain, params, carry, carry_dims, noise, plan) -> torch.Tensor:
+        """The layer-chain path: the chain's own gradients (a swap-in for `make_step`'s), then the
+        step's `finish` hooks vmapped over the clients (when the algorithm has any)."""
         algo, cfg, fed = job.algo, job.cfg, job.fed
-        correct, masks = overrides(algo, "correct_grads"), overrides(algo, "update_mask")
+        fns = make_step(algo, job.apply, lambda f: grad_and_value(f, has_aux=True))
         adam = cfg.adam()
-        fused = not (correct or masks or cfg.momentum or cfg.weight_decay or adam)
-        vcorrect = vmap(algo.correct_grads, in_dims=(0, 0, carry_dims)) if correct else None
-        vmask = _vmapped_mask(algo, carry_dims, noise) if masks else None
-        buf = _optimiser_state(cfg, params)
+        fused = not (fns.corrects or fns.masks or cfg.momentum or cfg.weight_decay or adam)
+        finish = None
+        if fns.corrects or fns.masks:
+
+            def finish_one(g, p, cr, nz):
+                g, upd = fns.finish(g, p, cr, nz)
+                return g, {} if upd is None else upd
+
+            finish = vmap(finish_one, in_dims=(0, 0, carry_dims, _noise_dim(noise)))
+        buf = stacked_state(cfg.optimizer, cfg.momentum, params)
         xs, ys = _gather(job, plan)
         dtype = compute_dtype(cfg.precision)
         loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
@@ -680,29 +688,22 @@ class VectorisedExecutor:
             loss_sum += chain.loss_and_grads(params, xs[s], ys[s], mask, sink, dtype)
             if fused:
                 continue  # clients without a batch got zero gradients: nothing moved
-            grads = sink.grads
-            if vcorrect is not None:
-                grads = vcorrect(grads, params, carry)
-            scale = _step_scale(plan.active[s], params, fed.x.device)
-            upd = None if vmask is None else vmask(params, carry, step_of(noise, s))
-            scale = _combine(scale, upd, params)
-            _optimiser_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
+            grads, upd = sink.grads, {}
+            if finish is not None:
+                grads, upd = finish(grads, params, carry, step_of(noise, s))
+            scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
+            stacked_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
         return loss_sum
 
     def _train_vmap(self, job, params, carry, carry_dims, noise, plan):
         """The vmap path; returns the per-client loss sums and the carry entries the steps
         updated (stacked; empty without `carry_updates`)."""
         algo, cfg, fed = job.algo, job.cfg, job.fed
-        updates = algo.carry_updates
+        fns = make_step(algo, job.apply, lambda f: grad_and_value(f, has_aux=True))
 
         def step(p: Params, xb, yb, mb, wb, cr, nz):
-            def loss_fn(q: Params):
-                out = algo.local_loss(job.apply, q, Batch(xb, yb, mb, wb), cr, nz)
-                return out if updates else (out, {})
-
-            g, (value, new) = grad_and_value(loss_fn, has_aux=True)(p)
-            upd = algo.update_mask(p, cr, nz)
-            return algo.correct_grads(g, p, cr), value, {} if upd is None else upd, new
+            g, value, upd, new = fns.gradient(p, Batch(xb, yb, mb, wb), cr, nz)
+            return g, value, {} if upd is None else upd, new
 
         mask_dim = None if plan.mask is None else 0
         w_dim = None if fed.weight is None else 0
@@ -712,14 +713,13 @@ class VectorisedExecutor:
             return vmap(step, in_dims=(0, 0, 0, mask_dim, w_dim, dims, noise_dim))
 
         vstep = vmapped(carry_dims)
-        prepare = overrides(algo, "before_step")
 
         def before(p: Params, xb, yb, mb, wb, cr, nz):
-            return algo.before_step(job.apply, p, Batch(xb, yb, mb, wb), cr, nz)
+            return fns.prepare(p, Batch(xb, yb, mb, wb), cr, nz)
 
         carry, carry_dims, final = dict(carry), dict(carry_dims), {}
         adam = cfg.adam()
-        buf = _optimiser_state(cfg, params)
+        buf = stacked_state(cfg.optimizer, cfg.momentum, params)
         xs, ys = _gather(job, plan)
         ws = None if fed.weight is None else fed.weight[plan.rows]
         loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
@@ -727,7 +727,7 @@ class VectorisedExecutor:
             mask = None if plan.mask is None else plan.mask[s]
             nz = step_of(noise, s)
             wb = None if ws is None else ws[s]
-            if prepare:
+            if fns.prepare is not None:
                 dims = (0, 0, 0, mask_dim, w_dim, carry_dims, noise_dim)
                 made = vmap(before, in_dims=dims)(params, xs[s], ys[s], mask, wb, carry, nz)
                 vstep = self._absorb(
@@ -735,7 +735,7 @@ class VectorisedExecutor:
                 )
             grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
             scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
-            _optimiser_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
+            stacked_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
             keep = torch.as_tensor(plan.active[s], device=value.device)
             loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
             if new:
@@ -761,24 +761,6 @@ class VectorisedExecutor:
             moved = moved or _dims_of(v) != carry_dims[k]
             carry_dims[k] = _dims_of(v)
         return vmapped(carry_dims) if moved else vstep
-
-
-def _optimiser_state(cfg, params: Params) -> dict[str, Any]:
-    """The chunk's local optimiser state (stacked): Adam's moments, SGD's momentum buffers."""
-    if cfg.optimizer == "adam":
-        return adam_init(params)
-    return {k: torch.zeros_like(v) for k, v in params.items()} if cfg.momentum else {}
-
-
-def _optimiser_step(algo, cfg, adam, params, grads, state, lr: float, s: int, scale, masked):
-    """Lockstep step `s` (0-based) of the local optimiser (`adam`: cfg.adam()) on the chunk's
-    stacked leaves."""
-    if adam is None:
-        sgd_step_(params, grads, state, lr, cfg.momentum, cfg.weight_decay, scale)
-        return
-    if masked:
-        raise masks_refused(algo.name)
-    adam_step_(params, grads, state, lr, adam, s + 1, scale)
 
 
 def _device_of(tree: Any) -> torch.device:
@@ -827,14 +809,6 @@ def _stack_draws(draws: list, n_steps: int) -> dict[str, torch.Tensor] | None:
         ]
         out[k] = torch.stack(padded, 1)
     return out
-
-
-def _vmapped_mask(algo: Algorithm, carry_dims: Any, noise: torch.Tensor | None):
-    def mask_fn(p, cr, nz):
-        upd = algo.update_mask(p, cr, nz)
-        return {} if upd is None else upd
-
-    return vmap(mask_fn, in_dims=(0, carry_dims, _noise_dim(noise)))
 
 
 def _noise_dim(noise: torch.Tensor | dict | list | None) -> int | None:
