@@ -479,6 +479,8 @@ def kernel_path(algo: Algorithm, apply: Any, keys: list[str]) -> tuple[LayerChai
         return None, f"{algo.name} updates its carry"
     if overrides(algo, "local_loss") or overrides(algo, "data_loss"):
         return None, f"{algo.name} has its own local objective"
+    if overrides(algo, "before_step"):  # its steps read what before_step writes to the carry
+        return None, f"{algo.name} prepares each step (before_step)"
     objective = objective_of(apply)
     if objective.name != CROSS_ENTROPY.name:  # the kernels hard-code softmax cross-entropy
         return None, f"objective {objective.name}"
@@ -594,11 +596,7 @@ class VectorisedExecutor:
             params = self._stack_params(starts, reuse=stacked_end)
             carry, carry_dims = stack_shared(carries, device=fed.x.device)
             noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device, algo.noise_is_schedule)
-            final: dict[str, Any] = {}  # the carry entries that local steps updated (stacked)
-            if chain is not None:
-                loss = self._train_kernel(job, chain, params, carry, carry_dims, noise, plan)
-            else:
-                loss, final = self._train_vmap(job, params, carry, carry_dims, noise, plan)
+            loss, final = self._train(job, chain, params, carry, carry_dims, noise, plan)
             losses.append(loss / plan.steps.clamp(min=1))
             if stacked_end:
                 for k, v in params.items():
@@ -663,62 +661,35 @@ class VectorisedExecutor:
             torch.from_numpy(steps.astype(np.float32)).to(device),
         )
 
-    def _train_kernel(self, job, chain, params, carry, carry_dims, noise, plan) -> torch.Tensor:
-        """The layer-chain path: the chain's own gradients (a swap-in for `make_step`'s), then the
-        step's `finish` hooks vmapped over the clients (when the algorithm has any)."""
+    def _train(self, job, chain, params, carry, carry_dims, noise, plan):
+        """The chunk's local steps in lockstep: `make_step`'s pieces vmapped over the clients,
+        or, for a layer chain, the chain's own gradients (a swap-in for vmap's; with plain SGD
+        fused into its backward) followed by the step's vmapped `finish` hooks. Returns the
+        per-client loss sums and the carry entries the steps updated (stacked; empty without
+        `carry_updates`)."""
         algo, cfg, fed = job.algo, job.cfg, job.fed
         fns = make_step(algo, job.apply, lambda f: grad_and_value(f, has_aux=True))
         adam = cfg.adam()
-        fused = not (fns.corrects or fns.masks or cfg.momentum or cfg.weight_decay or adam)
-        finish = None
-        if fns.corrects or fns.masks:
-
-            def finish_one(g, p, cr, nz):
-                g, upd = fns.finish(g, p, cr, nz)
-                return g, {} if upd is None else upd
-
-            finish = vmap(finish_one, in_dims=(0, 0, carry_dims, _noise_dim(noise)))
-        buf = stacked_state(cfg.optimizer, cfg.momentum, params)
-        xs, ys = _gather(job, plan)
-        dtype = compute_dtype(cfg.precision)
-        loss_sum = torch.zeros(plan.rows.shape[1], device=fed.x.device)
-        for s in range(plan.rows.shape[0]):
-            mask = None if plan.mask is None else plan.mask[s]
-            sink = _Sink(params, job.lr if fused else None)
-            loss_sum += chain.loss_and_grads(params, xs[s], ys[s], mask, sink, dtype)
-            if fused:
-                continue  # clients without a batch got zero gradients: nothing moved
-            grads, upd = sink.grads, {}
-            if finish is not None:
-                grads, upd = finish(grads, params, carry, step_of(noise, s))
-            scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
-            stacked_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
-        return loss_sum
-
-    def _train_vmap(self, job, params, carry, carry_dims, noise, plan):
-        """The vmap path; returns the per-client loss sums and the carry entries the steps
-        updated (stacked; empty without `carry_updates`)."""
-        algo, cfg, fed = job.algo, job.cfg, job.fed
-        fns = make_step(algo, job.apply, lambda f: grad_and_value(f, has_aux=True))
+        mask_dim = None if plan.mask is None else 0
+        w_dim = None if fed.weight is None else 0
+        noise_dim = _noise_dim(noise)
 
         def step(p: Params, xb, yb, mb, wb, cr, nz):
             g, value, upd, new = fns.gradient(p, Batch(xb, yb, mb, wb), cr, nz)
             return g, value, {} if upd is None else upd, new
 
-        mask_dim = None if plan.mask is None else 0
-        w_dim = None if fed.weight is None else 0
-        noise_dim = _noise_dim(noise)
-
         def vmapped(dims):
             return vmap(step, in_dims=(0, 0, 0, mask_dim, w_dim, dims, noise_dim))
 
-        vstep = vmapped(carry_dims)
+        if chain is not None:
+            vstep = self._chain_step(job, chain, fns, carry_dims, noise_dim, adam)
+        else:
+            vstep = vmapped(carry_dims)
 
         def before(p: Params, xb, yb, mb, wb, cr, nz):
             return fns.prepare(p, Batch(xb, yb, mb, wb), cr, nz)
 
         carry, carry_dims, final = dict(carry), dict(carry_dims), {}
-        adam = cfg.adam()
         buf = stacked_state(cfg.optimizer, cfg.momentum, params)
         xs, ys = _gather(job, plan)
         ws = None if fed.weight is None else fed.weight[plan.rows]
@@ -734,8 +705,9 @@ class VectorisedExecutor:
                     algo, made, carry, carry_dims, final, plan.active[s], vstep, vmapped
                 )
             grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
-            scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
-            stacked_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
+            if grads is not None:  # (None: the chain's backward took the step already)
+                scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
+                stacked_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
             keep = torch.as_tensor(plan.active[s], device=value.device)
             loss_sum += torch.where(keep, value.detach(), torch.zeros_like(value))
             if new:
@@ -743,6 +715,37 @@ class VectorisedExecutor:
                     algo, new, carry, carry_dims, final, plan.active[s], vstep, vmapped
                 )
         return loss_sum, final
+
+    @staticmethod
+    def _chain_step(job, chain, fns, carry_dims, noise_dim, adam):
+        """The layer chain's step over the stacked clients, shaped as the vmapped one's:
+        (grads, per-client loss, update mask, carry updates). Plain SGD (no hook after the
+        gradient, no momentum, weight decay or Adam) is fused into the chain's backward, which
+        then returns no gradients: a client without a batch got zero gradients, so nothing of it
+        moved."""
+        cfg = job.cfg
+        fused = not (fns.corrects or fns.masks or cfg.momentum or cfg.weight_decay or adam)
+        dtype = compute_dtype(cfg.precision)
+        finish = None
+        if fns.corrects or fns.masks:
+
+            def finish_one(g, p, cr, nz):
+                g, upd = fns.finish(g, p, cr, nz)
+                return g, {} if upd is None else upd
+
+            finish = vmap(finish_one, in_dims=(0, 0, carry_dims, noise_dim))
+
+        def step(p: Params, xb, yb, mb, wb, cr, nz):
+            sink = _Sink(p, job.lr if fused else None)
+            value = chain.loss_and_grads(p, xb, yb, mb, sink, dtype)
+            if fused:
+                return None, value, {}, {}
+            grads, upd = sink.grads, {}
+            if finish is not None:
+                grads, upd = finish(grads, p, cr, nz)
+            return grads, value, upd, {}
+
+        return step
 
     @staticmethod
     def _absorb(algo, new, carry, carry_dims, final, active, vstep, vmapped):

@@ -95,3 +95,35 @@ def test_inactive_clients_keep_a_shared_or_stacked_carry():
     old = {"a": torch.tensor([[7.0, 7.0], [6.0, 6.0], [5.0, 5.0]])}
     stacked = _keep_inactive(new, old, {"a": 0}, keep)
     torch.testing.assert_close(stacked["a"], torch.tensor([[1.0, 1.0], [6.0, 6.0], [3.0, 3.0]]))
+
+
+@dataclass(frozen=True)
+class Prepared(Algorithm):
+    """FedAvg whose before_step counts the client's steps in the carry (no carry updates, no
+    objective of its own: what the layer-chain kernels would otherwise take)."""
+
+    name: ClassVar[str] = "prepared"
+
+    def client_begin(self, global_params, server_state, client_state, ctx):
+        return dict(global_params), {"steps": torch.zeros(())}
+
+    def before_step(self, apply, params, batch, carry, noise):
+        return {"steps": carry["steps"] + 1}
+
+    def client_end(self, global_params, params, carry, client_state, ctx):
+        message, _ = super().client_end(global_params, params, carry, client_state, ctx)
+        return message, {"steps": carry["steps"].item()}
+
+
+def test_before_step_runs_in_both_executors_and_keeps_off_the_kernels(tiny):
+    fed, apply, p0 = tiny
+    chain, why = kernel_path(Prepared(), apply, list(p0))
+    assert chain is None and why == "prepared prepares each step (before_step)"
+    cfg = TrainConfig(**{**CFG, "momentum": 0.0})
+    runs = {
+        ex: run_rounds(Run(Prepared(), apply, cfg, p0, executor=ex), fed, Streams(3))
+        for ex in ("sequential", "vectorised")
+    }
+    for cid, state in runs["vectorised"].client_states.items():
+        assert state["steps"] == 2 * -(-len(fed.train[cid]) // 4) > 0
+        assert runs["sequential"].client_states[cid] == state
