@@ -396,6 +396,8 @@ def check_settings(
                 raise ValueError(f"{algo.name}: {key} must be {what} (got {getattr(algo, key)!r})")
 
 
-def overrides(algo: Algorithm, hook: str) -> bool:
-    """Whether `algo`'s class replaces the base class's `hook` (FedAvg's behaviour otherwise)."""
-    return getattr(type(algo), hook) is not getattr(Algorithm, hook)
+def overrides(algo: Algorithm | type[Algorithm], hook: str) -> bool:
+    """Whether `algo`'s class (or `algo`, a class) replaces the base class's `hook` (FedAvg's
+    behaviour otherwise). The engine asks through `fedbench.engine.capabilities`."""
+    cls = algo if isinstance(algo, type) else type(algo)
+    return getattr(cls, hook) is not getattr(Algorithm, hook)

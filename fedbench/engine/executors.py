@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedbench.algorithms.base import Algorithm, ClientContext, State, overrides
+from fedbench.algorithms.base import Algorithm, ClientContext, State
 from fedbench.engine.batches import batch_plan, num_local_steps
+from fedbench.engine.capabilities import capabilities
 from fedbench.engine.evaluate import client_losses
 from fedbench.engine.federation import Federation
 from fedbench.engine.local import local_train_carry
@@ -72,7 +73,7 @@ def stack_messages(
 def candidate_losses(job: RoundJob, cid: int) -> tuple[tuple[int, ...], tuple[float, ...]]:
     """The keys of the algorithm's candidate models for client `cid` and their mean losses on
     its validation split (training split without one); empty unless the algorithm has some."""
-    if not overrides(job.algo, "candidates"):
+    if not capabilities(job.algo).candidates:
         return (), ()
     rng = job.streams.torch_generator("algorithm", job.round, cid, 1)
     pairs = job.algo.candidates(
@@ -158,7 +159,7 @@ def host_plan(job: RoundJob, cid: int) -> tuple[np.ndarray, np.ndarray]:
 
 def client_noise(job: RoundJob, cid: int, ctx: ClientContext) -> torch.Tensor | None:
     """The algorithm's per-step draws for this client (its `algorithm` stream)."""
-    if not overrides(job.algo, "step_noise"):
+    if not capabilities(job.algo).step_noise:
         return None  # FedAvg's hook draws nothing: skip seeding a generator
     rng = job.streams.torch_generator("algorithm", job.round, cid)
     return tree_to(job.algo.step_noise(rng, ctx, job.global_params), job.fed.x.device)
@@ -188,7 +189,7 @@ class SequentialExecutor:
         its `tree_sub`, without a second copy of every client's model)."""
         messages, states, losses = [], {}, []
         cfg, fed = job.cfg, job.fed
-        stacked_end = not overrides(job.algo, "client_end")
+        stacked_end = not capabilities(job.algo).client_end
         if stacked_end:
             out = {
                 k: torch.empty((len(job.client_ids), *v.shape), dtype=v.dtype, device=v.device)

@@ -17,11 +17,11 @@ from fedbench.algorithms.base import (
     SelectContext,
     ServerContext,
     ServerSetup,
-    overrides,
 )
 from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
+from fedbench.engine.capabilities import capabilities
 from fedbench.engine.evaluate import (
     client_losses,
     evaluate_clients_each,
@@ -66,7 +66,7 @@ def select_clients(
 ) -> list[int]:
     """The round's clients: `sample_clients` unless the algorithm picks its own
     (`Algorithm.select_clients`, checked: distinct client ids, at least one)."""
-    if not overrides(algo, "select_clients"):
+    if not capabilities(algo).select_clients:
         return sample_clients(streams, round_, num_clients, m)
     ctx = SelectContext(round_, rounds, num_clients, m, partial(streams.generator, "sampling"))
     ids = sorted(int(i) for i in algo.select_clients(ctx, state))
@@ -78,7 +78,7 @@ def select_clients(
 def labelled(algo: Algorithm, fed: Federation, client_states: dict[int, Any]) -> Federation:
     """The federation whose pool labels carry each client's own training labels
     (`Algorithm.client_labels`) in its training rows; `fed` itself when none has any."""
-    if not overrides(algo, "client_labels"):
+    if not capabilities(algo).client_labels:
         return fed
     y = None
     for i in range(fed.num_clients):

@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from fedbench.algorithms.base import Algorithm, Batch, State, overrides
+from fedbench.algorithms.base import Algorithm, Batch, State
+from fedbench.engine.capabilities import capabilities
 from fedbench.engine.functional import (
     Adam,
     adam_init,
@@ -90,7 +91,8 @@ def make_step(
         return grads, loss, mask, new
 
     prepare = None
-    if overrides(algo, "before_step"):
+    caps = capabilities(algo)
+    if caps.before_step:
 
         def prepare(params: Params, batch: Batch, carry: State, noise: Any) -> State:
             return algo.before_step(apply, params, batch, carry, noise)
@@ -99,8 +101,8 @@ def make_step(
         prepare,
         gradient,
         finish,
-        overrides(algo, "correct_grads"),
-        overrides(algo, "update_mask"),
+        caps.correct_grads,
+        caps.update_mask,
     )
 
 

@@ -32,7 +32,8 @@ from torch.func import grad_and_value, vmap
 from torch.nn.modules.utils import _pair
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from fedbench.algorithms.base import Algorithm, Batch, overrides
+from fedbench.algorithms.base import Algorithm, Batch
+from fedbench.engine.capabilities import capabilities
 from fedbench.engine.executors import (
     RoundJob,
     RoundOutput,
@@ -477,9 +478,9 @@ def kernel_path(algo: Algorithm, apply: Any, keys: list[str]) -> tuple[LayerChai
     """The batched-kernel chain for this algorithm and model, or (None, why the vmap path)."""
     if algo.carry_updates:  # the kernels have no aux output; such a loss is its own anyway
         return None, f"{algo.name} updates its carry"
-    if overrides(algo, "local_loss") or overrides(algo, "data_loss"):
+    if capabilities(algo).own_objective:
         return None, f"{algo.name} has its own local objective"
-    if overrides(algo, "before_step"):  # its steps read what before_step writes to the carry
+    if capabilities(algo).before_step:  # its steps read what before_step writes to the carry
         return None, f"{algo.name} prepares each step (before_step)"
     objective = objective_of(apply)
     if objective.name != CROSS_ENTROPY.name:  # the kernels hard-code softmax cross-entropy
@@ -559,7 +560,7 @@ class VectorisedExecutor:
         self.last_chunk = (size, why)
         self.chunks_run = 0
         ids = job.client_ids
-        stacked_end = not overrides(algo, "client_end")
+        stacked_end = not capabilities(algo).client_end
         messages: list[dict[str, Any]] = []
         states: dict[int, Any] = {}
         losses = []
