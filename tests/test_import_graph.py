@@ -49,7 +49,14 @@ FORBIDDEN = [
 LAYERS = [
     ("fedbench.__main__",),
     ("fedbench.cli",),
-    ("fedbench.jobs", "fedbench.record", "fedbench.cost", "fedbench.worker", "fedbench.advice"),
+    (
+        "fedbench.jobs",
+        "fedbench.record",
+        "fedbench.cost",
+        "fedbench.worker",
+        "fedbench.advice",
+        "fedbench.testing",
+    ),
     ("fedbench.claims",),
     ("fedbench.grid",),
     ("fedbench.outputs",),

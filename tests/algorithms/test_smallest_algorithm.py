@@ -10,14 +10,10 @@ import pytest
 
 import fedbench.algorithms as algorithms
 from fedbench.algorithms import ALGORITHMS, build_algorithm
-from fedbench.engine.build import Run
-from fedbench.engine.loop import run_rounds
-from fedbench.engine.train_config import TrainConfig
 from fedbench.registry import LazyRegistry
-from fedbench.rng import Streams
+from fedbench.testing import assert_executors_agree, assert_same_run, train_tiny
 
 ROOT = Path(__file__).resolve().parents[2]
-CFG = dict(rounds=3, batch_size=4, lr=0.1, local_epochs=2, clients_per_round=2, eval_every=1)
 
 
 def _documented_source() -> str:
@@ -42,25 +38,15 @@ def prox(tmp_path, monkeypatch):
     return lambda **kw: build_algorithm("prox", **kw)
 
 
-def _run(algo, tiny, executor):
-    fed, apply, p0 = tiny
-    run = Run(algo, apply, TrainConfig(**CFG), p0, executor=executor)
-    return run_rounds(run, fed, Streams(4))
+def test_at_mu_zero_it_is_fedavg(prox):
+    assert_same_run(train_tiny(prox(mu=0.0)), train_tiny(build_algorithm("fedavg")))
 
 
-def test_at_mu_zero_it_is_fedavg(prox, tiny):
-    ours = _run(prox(mu=0.0), tiny, "sequential")
-    fedavg = _run(build_algorithm("fedavg"), tiny, "sequential")
-    for k, v in fedavg.global_params.items():
-        assert ours.global_params[k].equal(v), k
-    assert ours.records == fedavg.records
-
-
-def test_its_term_is_fedprox_squared_term(prox, tiny):
+def test_its_term_is_fedprox_squared_term(prox):
     """(mu/2)||w - w_g||^2 is the built-in FedProx's paper form: the runs agree."""
-    ours = _run(prox(mu=0.5), tiny, "sequential")
-    builtin = _run(build_algorithm("fedprox", mu=0.5, prox="squared"), tiny, "sequential")
-    fedavg = _run(build_algorithm("fedavg"), tiny, "sequential")
+    ours = train_tiny(prox(mu=0.5))
+    builtin = train_tiny(build_algorithm("fedprox", mu=0.5, prox="squared"))
+    fedavg = train_tiny(build_algorithm("fedavg"))
     moved = False
     for k, v in builtin.global_params.items():
         assert (ours.global_params[k] - v).abs().max() <= 1e-6, k
@@ -68,9 +54,9 @@ def test_its_term_is_fedprox_squared_term(prox, tiny):
     assert moved  # the term changed the run: the comparison is not FedAvg against FedAvg
 
 
-def test_both_executors_agree(prox, tiny, assert_executors_agree):
-    seq = _run(prox(mu=0.5), tiny, "sequential")
-    vec = _run(prox(mu=0.5), tiny, "vectorised")
+def test_both_executors_agree(prox):
+    seq = train_tiny(prox(mu=0.5))
+    vec = train_tiny(prox(mu=0.5), executor="vectorised")
     assert_executors_agree(seq, vec)
 
 
