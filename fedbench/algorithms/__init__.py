@@ -64,7 +64,8 @@ ALGORITHMS: Mapping[str, type[Algorithm]] = LazyRegistry(
         "fedcorr_dqnfed": "fedbench.algorithms.fedcorr:FedCorrDQN",
         # The q-FFL preprint's Algorithm 1 (specs/qffl-dqnfed.md Part A).
         "qffl_localpow": "fedbench.algorithms.qffl_localpow:QFFLLocalPow",
-    }
+    },
+    group="fedbench.algorithms",
 )
 
 

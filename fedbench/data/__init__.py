@@ -50,6 +50,7 @@ SOURCES: Mapping[str, Source] = LazyRegistry(
         "sent140": "fedbench.data.sent140:Sent140",
     },
     build=lambda cls: cls(),  # one instance per source, made on first lookup
+    group="fedbench.datasets",
 )
 
 MODES = ("real", "standin")

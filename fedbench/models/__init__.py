@@ -45,7 +45,8 @@ MODELS: Mapping[str, type[nn.Module]] = LazyRegistry(
         "resnet18_gn": "fedbench.models.resnet_gn:ResNet18GN",
         # FedCorr's Clothing1M network (DQN-Fed Table 12, B.5.2 item 9): torchvision's ResNet-50
         "resnet50": "fedbench.models.resnet50:ResNet50",
-    }
+    },
+    group="fedbench.models",
 )
 
 
