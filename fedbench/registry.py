@@ -173,6 +173,11 @@ class LazyRegistry(Mapping[str, V]):
             return self._targets[name]
         return self._plugin_targets()[name][0]
 
+    def builtin_values(self) -> Iterator[V]:
+        """The built-in entries' values (imported on the way), no plugin's: what a warm worker
+        preloads, so a plugin's file is read by each job as it is then."""
+        return (self[name] for name in self._targets)
+
     def is_plugin(self, name: str) -> bool:
         """Whether `name` comes from outside fedbench (an entry point or an added entry)."""
         return name not in self._targets and name in self._plugin_targets()

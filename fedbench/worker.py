@@ -300,8 +300,10 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
         for name in preload:
             module, _, registry = name.partition(":")
             imported = importlib.import_module(module)
-            for _ in getattr(imported, registry).values() if registry else ():
-                pass  # looking an entry up imports it
+            # Looking an entry up imports it; plugins (a user's method) are left to each job,
+            # which forks from this server and so imports their files as they are now.
+            for _ in getattr(imported, registry).builtin_values() if registry else ():
+                pass
         _serve_jobs(path, idle, lock_fd)
     finally:
         _remove_files(path)

@@ -59,6 +59,8 @@ def test_builtin_entries_import_on_lookup_only():
 def test_an_installed_entry_point_joins_the_registry(tmp_path, on_path):
     on_path(_site(tmp_path, "mine", "my_method:Mine"))
     reg = LazyRegistry(BUILTIN, group="fedbench.algorithms")
+    assert [v.__name__ for v in reg.builtin_values()] == ["Algorithm"]
+    assert "my_method" not in sys.modules  # a warm worker's preload leaves plugins to each job
     assert "mine" in reg and list(reg) == ["fedavg", "mine"]
     assert reg["mine"].name == "mine" and reg.is_plugin("mine") and not reg.is_plugin("fedavg")
     assert reg.target("mine") == "my_method:Mine"
