@@ -6,6 +6,7 @@
     fedbench spec SCALE DATASET PARTITION MODEL ALGORITHM SEED   one run's resolved spec (YAML)
     fedbench data status ...       every grid's datasets: present / fetchable / manual / stand-in
     fedbench catalog [SECTION]     the catalog's names (what a grid or a wildcard may use)
+    fedbench new algorithm NAME    a new method's file (a FedAvg subclass) and its tests
 
 Each subcommand imports what it needs when it runs, so `fedbench --help` stays fast.
 """
@@ -30,6 +31,7 @@ DELEGATED = {
         "fedbench.data.__main__",
         "`data status`: every grid's datasets, present / fetchable (how) / manual step / stand-in",
     ),
+    "new": ("fedbench.scaffold", "`new algorithm NAME`: a FedAvg subclass and its tests, to edit"),
 }
 
 

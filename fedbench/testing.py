@@ -30,6 +30,7 @@ from fedbench.engine.loop import RunState, run_rounds
 from fedbench.engine.train_config import TrainConfig
 from fedbench.models import build_model
 from fedbench.rng import Streams
+from fedbench.tree import Apply, Params
 
 # The tiny run's training settings (TrainConfig fields); train_tiny's keywords replace them.
 TINY_TRAINING: dict[str, Any] = dict(
@@ -68,6 +69,13 @@ def make_federation(
     )
 
 
+def tiny_network(device: torch.device | str = "cpu") -> tuple[Apply, Params]:
+    """(apply, initial parameters) of the one-hidden-layer MLP `train_tiny` trains (6 -> 5 -> 3,
+    init seed 1), for testing a hook on its own."""
+    model = build_model("mlp", (6,), 3, init_seed=1, hidden=5).to(device)
+    return make_apply(model), params_of(model)
+
+
 def train_tiny(
     algo: Algorithm,
     executor: str = "sequential",
@@ -80,9 +88,9 @@ def train_tiny(
     streams are `Streams(seed)`. Returns the final RunState (global parameters, client states,
     the metrics records)."""
     fed = make_federation(device=device)
-    model = build_model("mlp", (6,), 3, init_seed=1, hidden=5).to(device)
+    apply, params = tiny_network(device)
     cfg = TrainConfig(**{**TINY_TRAINING, **training})
-    run = Run(algo, make_apply(model), cfg, params_of(model), executor=executor)
+    run = Run(algo, apply, cfg, params, executor=executor)
     return run_rounds(run, fed, Streams(seed))
 
 

@@ -56,6 +56,7 @@ LAYERS = [
         "fedbench.worker",
         "fedbench.advice",
         "fedbench.testing",
+        "fedbench.scaffold",
     ),
     ("fedbench.claims",),
     ("fedbench.grid",),
