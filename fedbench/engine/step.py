@@ -54,16 +54,13 @@ class Step:
         gradient, corrected, the step's update mask (None: train every leaf) and the carry
         entries the loss returned ({} without `carry_updates`).
     finish(grads, params, carry, noise) -> (grads, mask): the hooks after the gradient, for a
-        gradient taken elsewhere (the layer-chain kernels).
-    corrects, masks: whether the algorithm overrides `correct_grads` / `update_mask` (a plain
-        step may skip `finish`).
+        gradient taken elsewhere (the layer-chain kernels, which skip it when the algorithm has
+        neither hook: `fedbench.engine.capabilities`).
     """
 
     prepare: Callable[[Params, Batch, State, Any], State] | None
     gradient: Callable[[Params, Batch, State, Any], tuple[Params, torch.Tensor, Mask, State]]
     finish: Callable[[Params, Params, State, Any], tuple[Params, Mask]]
-    corrects: bool
-    masks: bool
 
 
 def make_step(
@@ -91,19 +88,12 @@ def make_step(
         return grads, loss, mask, new
 
     prepare = None
-    caps = capabilities(algo)
-    if caps.before_step:
+    if capabilities(algo).before_step:
 
         def prepare(params: Params, batch: Batch, carry: State, noise: Any) -> State:
             return algo.before_step(apply, params, batch, carry, noise)
 
-    return Step(
-        prepare,
-        gradient,
-        finish,
-        caps.correct_grads,
-        caps.update_mask,
-    )
+    return Step(prepare, gradient, finish)
 
 
 def merged(algo: Algorithm, carry: State, new: State) -> State:

@@ -724,11 +724,12 @@ class VectorisedExecutor:
         gradient, no momentum, weight decay or Adam) is fused into the chain's backward, which
         then returns no gradients: a client without a batch got zero gradients, so nothing of it
         moved."""
-        cfg = job.cfg
-        fused = not (fns.corrects or fns.masks or cfg.momentum or cfg.weight_decay or adam)
+        cfg, caps = job.cfg, capabilities(job.algo)
+        hooked = caps.correct_grads or caps.update_mask
+        fused = not (hooked or cfg.momentum or cfg.weight_decay or adam)
         dtype = compute_dtype(cfg.precision)
         finish = None
-        if fns.corrects or fns.masks:
+        if hooked:
 
             def finish_one(g, p, cr, nz):
                 g, upd = fns.finish(g, p, cr, nz)
