@@ -13,8 +13,6 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 from fedbench import testing  # noqa: E402
 from fedbench.config import load_catalog  # noqa: E402
-from fedbench.engine.functional import make_apply, params_of  # noqa: E402
-from fedbench.models import build_model  # noqa: E402
 from fedbench.testing import make_federation  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,9 +24,8 @@ TEST_DEVICE = torch.device(os.environ.get("FEDBENCH_TEST_DEVICE", "cpu"))
 @pytest.fixture
 def tiny():
     """(federation, apply, initial params) for a 1-hidden-layer MLP on toy data, on TEST_DEVICE."""
-    fed = make_federation(device=TEST_DEVICE)
-    model = build_model("mlp", (6,), 3, init_seed=1, hidden=5).to(TEST_DEVICE)
-    return fed, make_apply(model), params_of(model)
+    apply, params = testing.tiny_network(TEST_DEVICE)
+    return make_federation(device=TEST_DEVICE), apply, params
 
 
 @pytest.fixture
