@@ -13,6 +13,7 @@ from bench_lib import NUM_CLASSES, federation
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
 from fedbench.algorithms.base import ClientContext, ServerSetup
+from fedbench.algorithms.opt_in import LocalSteps, OwnNetwork, opt_in
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.local import local_train
 from fedbench.models import build_model
@@ -42,8 +43,9 @@ def test_algorithm_step(benchmark, name):
         return {k: 0.1 * torch.randn(v.shape, generator=gen) for k, v in init.items()}
 
     # As the engine starts a run: the algorithm's own network and round-1 global parameters.
-    apply = algo.model(make_apply(model))
-    g = algo.init_global(init, lambda i: fresh(), torch.Generator().manual_seed(2), 1)
+    own = opt_in(algo, OwnNetwork)
+    apply = own.model(make_apply(model))
+    g = own.init_global(init, lambda i: fresh(), torch.Generator().manual_seed(2), 1)
 
     ctx = ClientContext(
         0, 1, 0.01, 10, num_train=BATCH, num_steps=1, steps_per_epoch=1, pre_loss=1.0,
@@ -53,7 +55,7 @@ def test_algorithm_step(benchmark, name):
     state = algo.init_client_state(0, g, fresh)
     server = algo.init_server_state(g, ServerSetup(SHAPE, NUM_CLASSES, torch.Generator()))
     params, carry = algo.client_begin(g, server, state, ctx)
-    noise = algo.step_noise(torch.Generator().manual_seed(1), ctx, g)
+    noise = opt_in(algo, LocalSteps).step_noise(torch.Generator().manual_seed(1), ctx, g)
     if isinstance(noise, dict):
         noise = {k: v[:1] for k, v in noise.items()}
     elif noise is not None:

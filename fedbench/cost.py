@@ -68,6 +68,7 @@ import numpy as np
 import torch
 
 from fedbench.algorithms import build_algorithm, hyperparameters
+from fedbench.algorithms.opt_in import LocalSteps, PersonalEvaluation, opt_in
 from fedbench.algorithms.superfed import SuPerFed
 from fedbench.config import load_catalog, resolve_run
 from fedbench.engine.batches import num_local_steps
@@ -740,7 +741,11 @@ def time_cell(
     rng = np.random.default_rng(0)
     trainers = sizes.num_clients if algo.train_all_clients else cell.clients_per_round
     true_n = strata_means(sizes.train, trainers, 1)
-    epochs = None if cfg.local_epochs is None else algo.local_epochs(cfg.local_epochs)
+    epochs = (
+        None
+        if cfg.local_epochs is None
+        else opt_in(algo, LocalSteps).local_epochs(cfg.local_epochs)
+    )
 
     def steps(ns: list[int]) -> list[int]:
         return [num_local_steps(n, cfg.batch_size, epochs, cfg.local_steps) for n in ns]
@@ -846,7 +851,7 @@ def _time_eval(
     """Seconds of one full evaluation pass, timed on representative clients and scaled by the
     ratio of evaluated samples (every protocol's forward passes over the test splits)."""
     k = sizes.num_clients
-    protocols = 1 + len(algo.personal_protocols)
+    protocols = 1 + len(opt_in(algo, PersonalEvaluation).personal_protocols)
     trained = list(state.client_states.values())
 
     def samples(test: list[int], n_global: int) -> int:

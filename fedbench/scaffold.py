@@ -17,18 +17,24 @@ from pathlib import Path
 ALGORITHM = '''"""{title}: FedAvg plus a proximal term (the example; replace it with your method).
 
 A fedbench algorithm states only how it differs from FedAvg (fedbench.algorithms.base.Algorithm,
-whose hooks are FedAvg's). The hooks a method usually overrides:
+the core, whose hooks are FedAvg's). The core's hooks a method usually overrides:
 
 - client_begin(global_params, server_state, client_state, ctx) -> (params, carry): what a client
   starts its round from; `carry` holds what its local steps read (here: the global model).
 - local_loss(apply, params, batch, carry, noise) -> loss: what each local step differentiates
   (FedAvg: self.data_loss(apply, params, batch)).
-- correct_grads(grads, params, carry) -> grads: change each step's gradient (SCAFFOLD's control
-  variates).
 - client_end(global_params, params, carry, client_state, ctx) -> (message, client_state): what a
   client sends (FedAvg: its delta, sample-weighted) and keeps for its next round.
 - aggregate(global_params, messages, server_state, ctx) -> (global_params, server_state): the
   server step (FedAvg: the weighted mean of the deltas, added to the global model).
+- init_server_state / init_client_state: what the server and each client keep across rounds.
+
+More is opt-in (fedbench/algorithms/opt_in.py): name the capability among the class's bases,
+`class Mine(LocalSteps, Algorithm)`, and override its hooks. LocalSteps: correct_grads (change
+each step's gradient, SCAFFOLD), update_mask (freeze parts), step_noise, before_step,
+local_epochs; PersonalEvaluation: personalised models evaluated beside the global one;
+ServerOutputs: server scalars, kept tensors, another evaluated model; OwnNetwork,
+ClientSelection, CandidateModels.
 
 The engine takes the gradients, steps the optimiser and runs both executors; hyperparameters are
 the dataclass's fields, set by a catalog entry's `params`.

@@ -10,6 +10,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+# opt_in is imported for its effect: it registers the check every Algorithm subclass passes.
+import fedbench.algorithms.opt_in  # noqa: F401
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext
 from fedbench.registry import LazyRegistry
 

@@ -24,6 +24,7 @@ import torch
 
 from fedbench.algorithms.base import ServerContext, State
 from fedbench.algorithms.fedprox import ProxLocal
+from fedbench.algorithms.opt_in import ServerOutputs
 from fedbench.algorithms.server_opt import ServerOptimized
 from fedbench.algorithms.simplex import simplex_qp
 from fedbench.tree import weighted_mean
@@ -156,7 +157,7 @@ def _vec(x: torch.Tensor | np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class _AAggFF(ServerOptimized):
+class _AAggFF(ServerOutputs, ServerOptimized):
     """Shared fields: CDF, response range, variant, and the server optimiser the p-weighted update
     goes through (plug-and-play with FedAvgM/FedAdam/FedYogi/FedAdagrad, Table 3.10)."""
 

@@ -8,6 +8,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
+from fedbench.algorithms.opt_in import LocalSteps, PersonalEvaluation
 from fedbench.algorithms.pair import FED, LOC, joined, mix, split
 from fedbench.algorithms.superfed import LAMBDA_GRID
 from fedbench.tree import Apply, Params, tree_sub
@@ -17,7 +18,7 @@ VARIANTS = ("paper", "superfed_code")
 
 
 @dataclass(frozen=True)
-class APFL(Algorithm):
+class APFL(LocalSteps, PersonalEvaluation, Algorithm):
     """APFL (Deng et al. 2020, Alg. 1; personalised model v̄ = α v + (1 - α) w).
 
     Every local step trains the federated model w on CE (FedAvg's step) and the local model v on

@@ -121,6 +121,12 @@ class ServerSetup:
     apply: Apply | None = None
 
 
+# Run on every Algorithm subclass when it is made. fedbench.algorithms.opt_in registers its
+# capability check here on import, and the package's __init__ imports opt_in, so the check is in
+# place before any subclass can be written (base never imports opt_in: that would be a cycle).
+SUBCLASS_CHECKS: list[Callable[[type], None]] = []
+
+
 @dataclass(frozen=True)
 class Algorithm:
     """FedAvg (McMahan et al. 2017, Alg. 1; thesis eq. 1.1): sample-size-weighted model average."""
@@ -131,19 +137,9 @@ class Algorithm:
     needs_pre_loss: ClassVar[bool] = False
     # Every client trains every round; only sampled clients are aggregated (pFedBreD's code).
     train_all_clients: ClassVar[bool] = False
-    # Evaluation protocols beside "global" (the global model on each client's test split).
-    personal_protocols: ClassVar[tuple[str, ...]] = ()
-    # Derived protocols: name -> (candidate protocols, metric); per client, the candidate with the
-    # highest metric on the client's test split (SuPerFed's "best averaged" λ; optimistic).
-    selections: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
-    # Same, but chosen on the client's validation split (partition val_fraction > 0; not
-    # recorded without one) and reported on its test split: an honest counterpart.
-    val_selections: ClassVar[dict[str, tuple[tuple[str, ...], str]]] = {}
     # Where the default hyperparameters come from when a benchmarked paper gives none, e.g.
     # "FedEM (Marfoq et al. 2021), §5": tables flag such cells. None = nothing to flag.
     defaults_from: ClassVar[str | None] = None
-    # The scalars `server_metrics` may log (figure grids naming one are checked against it).
-    server_scalars: ClassVar[tuple[str, ...]] = ()
     # Per-step carry updates: `local_loss` returns (loss, updates), `updates` a dict of detached
     # pytrees that replace those carry entries from the next step on; `client_end` receives the
     # last carry. Per-client state that is not trained (pFedBreD's θ_i, FedPAC's statistics)
@@ -152,15 +148,6 @@ class Algorithm:
     # step keeps its carry); the vectorised layer-chain kernels never run such an algorithm.
     # May be a property when it depends on a field.
     carry_updates: ClassVar[bool] = False
-    # `step_noise` returns a schedule, not draws: the same deterministic marks for every client
-    # (pFedBreD-mh's B1/B2 pairs). Both executors then hand `local_loss` and `update_mask` each
-    # step's mark as a Python float, unbatched under vmap, so a step may branch on it and skip
-    # the work the other role needs. May be a property when it depends on a field.
-    noise_is_schedule: ClassVar[bool] = False
-    # Each mini-batch is taken for `steps_per_batch` consecutive local steps (ClientContext.
-    # num_steps counts steps): an alternating update whose `update_mask` trains one part of the
-    # model a step, e.g. FedCGAN's discriminator step then its generator step on the same batch.
-    steps_per_batch: ClassVar[int] = 1
     # Why the algorithm runs in the sequential executor only (None: both executors), e.g. the
     # BatchNorm running statistics its forward passes update in place; the vectorised executor
     # refuses it with this reason.
@@ -168,6 +155,13 @@ class Algorithm:
     # The training objectives (`training.objective`) the algorithm is defined for; None = any
     # (every algorithm whose losses go through `data_loss` / the bound objective).
     objectives: ClassVar[tuple[str, ...] | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A hook of an opt-in capability that the class does not name is refused when the class
+        is made (fedbench/algorithms/opt_in.py::check_opted_in), not ignored by the engine."""
+        super().__init_subclass__(**kwargs)
+        for check in SUBCLASS_CHECKS:
+            check(cls)
 
     @classmethod
     def check_objective(cls, objective: str, who: str | None = None) -> None:
@@ -177,27 +171,6 @@ class Algorithm:
                 f"training.objective: {objective!r} is not defined for {who or cls.name}; "
                 f"valid: {list(cls.objectives)}"
             )
-
-    def model(self, apply: Apply) -> Apply:
-        """The network over this algorithm's parameter dicts, which the engine trains and
-        evaluates (FedEM's mixture of M copies; pFedBayes' posterior mean); FedAvg: `apply`."""
-        return apply
-
-    def init_global(
-        self,
-        init_params: Params,
-        fresh: Callable[[int], Params],
-        rng: torch.Generator,
-        num_clients: int,
-    ) -> Params:
-        """Round-1 global parameters from the run's initialisation; `fresh(i)` = the i-th
-        independent initialisation of the network (FedEM's components), `rng` = the `init`
-        stream's generator for parameters of the algorithm's own (pFedHN's hypernetwork)."""
-        return dict(init_params)
-
-    def local_epochs(self, epochs: int) -> int:
-        """Local epochs per round given the configured E (Ditto, FedRep add their own τ)."""
-        return epochs
 
     def init_server_state(self, global_params: Params, setup: ServerSetup | None = None) -> State:
         """Server state kept across rounds (control variates, mixing weights, synthetic data);
@@ -214,69 +187,12 @@ class Algorithm:
         """
         return {}
 
-    def select_clients(self, ctx: SelectContext, server_state: State) -> list[int]:
-        """The clients that train and are aggregated in round `ctx.round`, sorted: FedAvg,
-        `ctx.m` uniformly without replacement from `ctx.sampling(round)`; FedCorr's stages pick
-        by stage (every client once per pre-processing iteration, then the clean ones)."""
-        rng = ctx.sampling(ctx.round)
-        return sorted(int(i) for i in rng.choice(ctx.num_clients, size=ctx.m, replace=False))
-
-    def client_labels(self, client_state: State) -> torch.Tensor | None:
-        """The labels the client trains on, aligned with its training indices, in place of
-        the pool's (FedCorr's corrected labels, kept in its state); None = the pool's."""
-        return None
-
-    def refresh_clients(self, server_state: State, round_: int) -> tuple[int, ...]:
-        """Clients whose state `refresh_client` updates after this round's server step,
-        whether or not they trained (FedCorr's noisy clients relabelling with the new global
-        model); none by default."""
-        return ()
-
-    def refresh_client(
-        self, global_params: Params, server_state: State, client_state: State, ctx: ClientContext
-    ) -> State:
-        """A client's new state after the server step, without training (`ctx.split` gives its
-        data, `ctx.apply` the network); called for each of `refresh_clients`."""
-        return client_state
-
-    def candidates(
-        self,
-        rng: torch.Generator,
-        client_id: int,
-        round_: int,
-        global_params: Params,
-        server_state: State,
-        client_state: State,
-    ) -> list[tuple[int, Params]]:
-        """(key, model) pairs whose loss on the client's validation split (its training split
-        without one) the engine computes before local training; their keys and losses reach
-        `client_begin` in the ClientContext (FedFomo's downloaded models). `rng`: the run's
-        `algorithm` stream keyed by (round, client, 1). FedAvg: none."""
-        return []
-
     def client_begin(
         self, global_params: Params, server_state: State, client_state: State, ctx: ClientContext
     ) -> tuple[Params, State]:
         """Parameters local training starts from, and the `carry` of the local steps (constants,
         unless `carry_updates`)."""
         return dict(global_params), {}
-
-    def step_noise(
-        self, rng: torch.Generator, ctx: ClientContext, global_params: Params
-    ) -> torch.Tensor | None:
-        """Random draws for all ctx.num_steps local steps, made before the loop (leading axis =
-        step), e.g. SuPerFed's per-batch λ."""
-        return None
-
-    def before_step(
-        self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
-    ) -> State:
-        """Carry entries a step computes before its loss and does not differentiate through
-        (FedEvg's SGLD samples, which need input gradients of the current network): they
-        replace those entries of `carry` for this step's `local_loss` (every key must be in
-        client_begin's carry). Runs outside the parameter-gradient transform in both executors.
-        FedAvg: nothing (the engine skips the hook unless it is overridden)."""
-        return {}
 
     def local_loss(
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: torch.Tensor | None
@@ -289,17 +205,6 @@ class Algorithm:
         """The run's objective (bound to `apply`; mean cross-entropy by default) of `params`
         over the batch's real samples."""
         return objective_of(apply).batch_loss(apply(params, batch.x), batch)
-
-    def correct_grads(self, grads: Params, params: Params, carry: State) -> Params:
-        """Adjust gradients before the optimiser step (SCAFFOLD's control-variate correction)."""
-        return grads
-
-    def update_mask(
-        self, params: Params, carry: State, noise: torch.Tensor | None
-    ) -> dict[str, torch.Tensor] | None:
-        """Per-parameter 0/1 factors for this step's update (None = train all): phases that train
-        one part while the rest stays frozen, weight decay and momentum included (FedRep, Ditto)."""
-        return None
 
     def client_end(
         self,
@@ -325,48 +230,6 @@ class Algorithm:
         """New global parameters from stacked messages (leading axis = client)."""
         mean_delta = weighted_mean(messages["delta"], messages["weight"])
         return {k: global_params[k] + mean_delta[k] for k in global_params}, server_state
-
-    def eval_model(
-        self, apply: Apply, global_params: Params, server_state: State
-    ) -> tuple[Apply, Params]:
-        """The network and parameters the engine evaluates as the global model (protocol
-        `global` on every client's test split, and the global test set): FedAvg, the global
-        model itself; FedCGAN/FedCVAE, the server's classifier trained on generated samples."""
-        return apply, global_params
-
-    def global_test_rows(self, n: int, batch_size: int, server_state: State) -> tuple[int, int]:
-        """(k, d): the global test set's metrics cover its first k of n rows and its loss is
-        their summed loss divided by d (FedEvg's release: k = B·⌈M/B⌉, d = n); FedAvg: (n, n)."""
-        return n, n
-
-    def artifacts(self, server_state: State) -> dict[str, torch.Tensor]:
-        """Tensors of the final server state a run keeps beside its model (artifacts.pt: FedEvg's
-        synthetic images and labels, for image grids and FID); none by default."""
-        return {}
-
-    def server_metrics(self, server_state: State) -> dict[str, float]:
-        """Scalars from the server state that each evaluation record keeps under "server"
-        (AAggFF's cumulative global objective for Figure 3.1); none by default."""
-        return {}
-
-    def personal_params(self, protocol: str, global_params: Params, client_state: State) -> Params:
-        """Parameters a client is evaluated with under a personal protocol."""
-        raise KeyError(f"{self.name} has no evaluation protocol {protocol!r}")
-
-    def eval_batches(self, protocol: str) -> int:
-        """Training batches (of the run's batch size) a personal protocol fine-tunes on before
-        each evaluation; 0 = evaluated as `personal_params` gives it (Per-FedAvg's P needs some).
-
-        The engine draws them fresh at every evaluation from the client's training split, from
-        the run's `eval` stream keyed by (round, client); test data are never used."""
-        return 0
-
-    def tune_for_eval(
-        self, protocol: str, apply: Apply, params: Params, batches: list[Batch]
-    ) -> Params:
-        """The parameters evaluated under `protocol`, from `personal_params`' output and the
-        `eval_batches(protocol)` training batches; never kept for training."""
-        return params
 
 
 def check_settings(
@@ -394,10 +257,3 @@ def check_settings(
         for key in keys:
             if not ok(getattr(algo, key)):
                 raise ValueError(f"{algo.name}: {key} must be {what} (got {getattr(algo, key)!r})")
-
-
-def overrides(algo: Algorithm | type[Algorithm], hook: str) -> bool:
-    """Whether `algo`'s class (or `algo`, a class) replaces the base class's `hook` (FedAvg's
-    behaviour otherwise). The engine asks through `fedbench.engine.capabilities`."""
-    cls = algo if isinstance(algo, type) else type(algo)
-    return getattr(cls, hook) is not getattr(Algorithm, hook)

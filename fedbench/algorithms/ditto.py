@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
+from fedbench.algorithms.opt_in import LocalSteps, PersonalEvaluation
 from fedbench.algorithms.pair import FED, LOC, joined, split
 from fedbench.algorithms.partial_sharing import tail_phase
 from fedbench.tree import Apply, Params, tree_sub
@@ -15,7 +16,7 @@ SCHEDULES = ("phases", "joint")
 
 
 @dataclass(frozen=True)
-class Ditto(Algorithm):
+class Ditto(LocalSteps, PersonalEvaluation, Algorithm):
     """Ditto (Li et al. 2021, Alg. 1; local objective F_k(v) + (λ/2)||v - w*||², eq. 2).
 
     Each round the federated model trains E epochs on CE exactly as in FedAvg and is sent; then

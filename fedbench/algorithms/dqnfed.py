@@ -54,6 +54,7 @@ from fedbench.algorithms.base import (
     State,
 )
 from fedbench.algorithms.dqnfed_math import BFGS_FORMS, curvature_ok, decrement, min_norm_step
+from fedbench.algorithms.opt_in import FrozenPasses, ServerOutputs
 from fedbench.tree import Apply, Params, tree_zeros_like
 
 SENDS = ("last_grad", "pseudo_grad")  # B-D5: what a client sends when E > 1
@@ -64,7 +65,7 @@ def _flat(tree: Params, keys: list[str]) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class DQNFed(Algorithm):
+class DQNFed(FrozenPasses, ServerOutputs, Algorithm):
     """DQN-Fed: quasi-Newton decrements, orthogonalised and met by a minimum-norm step."""
 
     name: ClassVar[str] = "dqnfed"
@@ -216,18 +217,17 @@ class DQNFed(Algorithm):
             out[f"x{e}"] = {k: m * params[k].detach() + (1 - m) * carry[f"x{e}"][k] for k in g}
         return out
 
+    def trains(self, noise: Any) -> bool | torch.Tensor:
+        """E = 1: every step a pass; E > 1: the SGD epochs' steps train (mark 0)."""
+        return False if noise is None else noise[0]
+
     def local_loss(
         self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
     ) -> tuple[torch.Tensor, State]:
-        if noise is None:  # detached: the engine takes no gradient; the value is logged
-            return carry["loss"], {}
-        sgd = noise[0]  # an SGD step trains on the data loss; a pass step logs its value
+        """E > 1 (the only steps that reach it): an SGD step trains on the data loss; a pass step
+        of the same lockstep logs the value its `before_step` found."""
+        sgd = noise[0]
         return sgd * self.data_loss(apply, params, batch) + (1 - sgd) * carry["loss"], {}
-
-    def update_mask(self, params: Params, carry: State, noise: Any) -> dict[str, torch.Tensor]:
-        if noise is None:
-            return {k: torch.zeros((), device=v.device) for k, v in params.items()}
-        return {k: noise[0] for k in params}
 
     def client_end(
         self,

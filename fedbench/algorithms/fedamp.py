@@ -10,6 +10,7 @@ import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.fedprox import prox_term
+from fedbench.algorithms.opt_in import PersonalEvaluation
 from fedbench.tree import Apply, Params, weighted_mean
 
 ATTENTIONS = ("distance", "cosine")
@@ -51,7 +52,7 @@ def cloud_model(own: Params, others: Params, self_weight: torch.Tensor, weights:
 
 
 @dataclass(frozen=True)
-class FedAMP(Algorithm):
+class FedAMP(PersonalEvaluation, Algorithm):
     """FedAMP (Huang et al. 2021, Alg. 1): the server turns the clients' models W into one cloud
     model per client, u_i = Σ_j ξ_ij w_j (eq. 7), and client i minimises
     F_i(w) + (λ/(2α_k))‖w - u_i‖² (eq. 8) with the engine's local steps.

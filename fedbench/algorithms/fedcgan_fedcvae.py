@@ -22,12 +22,13 @@ How they differ from FedAvg, hook by hook:
   same z. D's Dropout(0.5) draws from torch's generator seeded by the step's draw.
   FedCVAE: MSE(decoder(μ + σ·ε, y), x) (mean) + KL(N(μ, σ²) || N(0, I)) summed over the latent
   and averaged over the batch, images in [0, 1].
-- `aggregate`: FedAvg of the parameters and the running statistics; then, at the rounds that
-  evaluate (the release's `_central_evaluate`), the generator (eval mode: running statistics)
-  makes M = L·spc class-sorted samples from noise of the server's stream (FedCGAN
-  U(-1, 1)^{2h}, FedCVAE N(0, I)), and a freshly initialised ReLU ResNet-10 (no spectral norm;
-  the run's model init: FedCGAN's normal(0, 0.02), FedCVAE's xavier) is trained on them as
-  FedEvg's server classifier is (`fit_classifier`: one shuffled pass of 64, Adam 1e-3).
+- `aggregate`: FedAvg of the parameters and the running statistics.
+- `server_fit` (ServerTraining): at the rounds that evaluate (the release's
+  `_central_evaluate`), the generator (eval mode: running statistics) makes M = L·spc
+  class-sorted samples from noise of the server's stream (FedCGAN U(-1, 1)^{2h}, FedCVAE
+  N(0, I)), and the engine trains a freshly initialised ReLU ResNet-10 (`server_network`; no
+  spectral norm; the run's model init: FedCGAN's normal(0, 0.02), FedCVAE's xavier) on them as
+  FedEvg's server classifier (one shuffled pass of 64, Adam 1e-3).
 - `eval_model`: that classifier is what the clients evaluate on their holdouts (Tables 4.2/4.3),
   real images scaled to the generator's range first (FedCGAN [-1, 1], FedCVAE [0, 1]), as the
   release's clients do in `evaluate_classifier`.
@@ -43,7 +44,6 @@ forward passes, which the vectorised executor's vmap cannot batch.
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -67,8 +67,14 @@ from fedbench.algorithms.fedevg import (
     FID_EXTRACTORS,
     FID_MODES,
     feature_extractor,
-    fit_classifier,
     synthetic_fid,
+)
+from fedbench.algorithms.opt_in import (
+    LocalSteps,
+    ServerFit,
+    ServerNetwork,
+    ServerOutputs,
+    ServerTraining,
 )
 from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
@@ -126,21 +132,8 @@ def precision_scope(apply: Apply, device: torch.device) -> contextlib.AbstractCo
     return contextlib.nullcontext()
 
 
-@functools.lru_cache(maxsize=4)
-def _classifier_module(
-    input_shape: tuple[int, ...], num_classes: int, hidden: int, device: str
-) -> nn.Module:
-    """The server classifier's network (its structure; parameters are passed in)."""
-    from fedbench.models import build_model
-
-    model = build_model(
-        "fedevg_resnet10", input_shape, num_classes, 0, hidden=hidden, activation="relu"
-    )
-    return model.to(device)
-
-
 @dataclass(frozen=True)
-class GenerativeFedAvg(Algorithm):
+class GenerativeFedAvg(LocalSteps, ServerOutputs, ServerTraining, Algorithm):
     """FedAvg of a conditional generative model whose samples train the evaluated classifier."""
 
     name: ClassVar[str] = "generative"
@@ -235,75 +228,84 @@ class GenerativeFedAvg(Algorithm):
         stats = (
             weighted_mean(messages["stats"], messages["weight"]) if server_state["stats"] else {}
         )
-        state = {**server_state, "stats": stats}
+        return new, {**server_state, "stats": stats}
+
+    def server_network(self) -> ServerNetwork:
+        """The server classifier: the release's ResNet-10 (fedevg_resnet10), trained on the
+        samples at the rounds that evaluate."""
+        return ServerNetwork(
+            "fedevg_resnet10",
+            {
+                "hidden": self.classifier_hidden,
+                "activation": "relu",
+                "init": self.classifier_init,
+                "init_gain": self.classifier_init_gain,
+            },
+        )
+
+    def server_fit(
+        self, global_params: Params, server_state: State, ctx: ServerContext
+    ) -> ServerFit | None:
+        """At the rounds that evaluate: `spc` samples per class from the new global generator
+        (eval mode, the averaged running statistics), then the classifier's initialisation seed
+        from the same stream; the engine trains a classifier so initialised on them."""
         if not ctx.evaluated:
-            return new, state
+            return None
         if ctx.apply is None or ctx.rng is None:
             raise ValueError(f"{self.name}: the server's sampling needs ServerContext.apply, .rng")
         module = self._network(ctx.apply)
-        L = state["num_classes"]
+        L = server_state["num_classes"]
         labels = torch.arange(L, device=ctx.rng.device).repeat_interleave(self.spc)
+        stats = server_state["stats"]
         with mode(module, False), torch.no_grad(), precision_scope(ctx.apply, labels.device):
-            x = self.generate(module, new, stats, labels, ctx.rng).float()
+            x = self.generate(module, global_params, stats, labels, ctx.rng).float()
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=ctx.rng, device=ctx.rng.device))
-        clf_apply = self._classifier_apply(state, x.device, scale=False)
-        from fedbench.models import build_model
+        return ServerFit(
+            x, labels, self.server_epochs, self.server_batch, self.server_lr, seed=seed
+        )
 
-        init = build_model(
-            "fedevg_resnet10",
-            state["input_shape"],
-            L,
-            seed,
-            hidden=self.classifier_hidden,
-            activation="relu",
-            init=self.classifier_init,
-            init_gain=self.classifier_init_gain,
-        )
-        init_params = {k: v.detach().to(x.device) for k, v in init.named_parameters()}
-        classifier = fit_classifier(
-            clf_apply,
-            init_params,
-            x,
-            labels,
-            epochs=self.server_epochs,
-            batch=self.server_batch,
-            lr=self.server_lr,
-            rng=ctx.rng,
-        )
+    def server_fitted(
+        self,
+        fit: ServerFit,
+        params: Params,
+        global_params: Params,
+        server_state: State,
+        ctx: ServerContext,
+    ) -> tuple[Params, State]:
+        """The classifier kept in the server state (the global model stays the generator), its
+        samples in [0, 1] for the artifacts, and their FID."""
         lo, hi = self.OUTPUT_RANGE
-        state.update(classifier=classifier, x=((x - lo) / (hi - lo)).clamp(0.0, 1.0), y=labels)
+        x = fit.x
+        state = {
+            **server_state,
+            "classifier": params,
+            "x": ((x - lo) / (hi - lo)).clamp(0.0, 1.0),
+            "y": fit.y,
+        }
         if self.fid != "none" and ctx.test is not None:
             images = self.fid_images(x).clamp(0.0, 1.0)
             state["fid"] = synthetic_fid(
                 images, ctx.test[0], self.fid, self.fid_extractor, self.fid_weights
             )
-        return new, state
-
-    def _classifier_apply(self, state: State, device: torch.device, scale: bool) -> Apply:
-        """The server classifier's forward; `scale`: real [0, 1] images mapped to OUTPUT_RANGE."""
-        module = _classifier_module(
-            state["input_shape"], state["num_classes"], self.classifier_hidden, str(device)
-        )
-        lo, hi = self.OUTPUT_RANGE
-
-        def apply(params: Params, x: torch.Tensor) -> torch.Tensor:
-            if scale:
-                x = x * (hi - lo) + lo
-            return functional_call(module, params, (x,))
-
-        return apply
+        return global_params, state
 
     def eval_model(
         self, apply: Apply, global_params: Params, server_state: State
     ) -> tuple[Apply, Params]:
+        """The server classifier (`apply`: the server network, `server_network`) on real images
+        in [0, 1] mapped to the generator's range."""
         clf = server_state.get("classifier")
         if not clf:
             raise ValueError(
                 f"{self.name}: no server classifier yet (it is trained at the rounds that "
-                "evaluate, in aggregate)"
+                "evaluate, after the aggregation)"
             )
-        device = next(iter(clf.values())).device
-        return self._classifier_apply(server_state, device, scale=True), clf
+        lo, hi = self.OUTPUT_RANGE
+
+        def scaled(params: Params, x: torch.Tensor) -> torch.Tensor:
+            return apply(params, x * (hi - lo) + lo)
+
+        return scaled, clf
 
     def artifacts(self, server_state: State) -> dict[str, torch.Tensor]:
         """The last evaluation's samples (class-sorted, in [0, 1]) and their labels."""

@@ -65,6 +65,7 @@ from fedbench.algorithms.base import (
 )
 from fedbench.algorithms.dqnfed import DQNFed
 from fedbench.algorithms.dqnfed_math import BFGS_FORMS, curvature_ok, decrement
+from fedbench.algorithms.opt_in import ClientSelection, LocalSteps, ServerOutputs
 from fedbench.objectives import CROSS_ENTROPY
 from fedbench.tree import Apply, Params, tree_sub
 
@@ -179,7 +180,7 @@ def softmax_outputs(apply: Apply, params: Params, x: torch.Tensor) -> torch.Tens
 
 
 @dataclass(frozen=True)
-class FedCorr(Algorithm):
+class FedCorr(LocalSteps, ClientSelection, ServerOutputs, Algorithm):
     """FedCorr (Xu et al. 2022, Alg. 1 and the release's main.py): LID-based noisy-client
     detection with adaptive proximal terms, fine-tuning on clean clients, label correction."""
 

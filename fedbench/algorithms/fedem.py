@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
+from fedbench.algorithms.opt_in import OwnNetwork, PersonalEvaluation
 from fedbench.algorithms.pair import joined, split
 from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
@@ -38,7 +39,7 @@ def responsibilities(nll: torch.Tensor, pi: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FedEM(Algorithm):
+class FedEM(OwnNetwork, PersonalEvaluation, Algorithm):
     """FedEM (Marfoq et al. 2021, Alg. 1 with the local solver of Alg. 3): client i's data follow
     a mixture Σ_m π_im p_m(y | x; θ_m) of M components shared by all clients. Each round a
     sampled client runs an E-step, q_im(x, y) ∝ π_im p_m(y | x; θ_m^(k-1)) with the received

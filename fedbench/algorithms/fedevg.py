@@ -32,7 +32,8 @@ lines: fedevgclient.py (client), fedevgserver.py (server), main.py (rounds), uti
 - `aggregate`: a_ij = (n_i / Σ n) · exp(sgn f_i(x̃_j)[ỹ_j]) over the sampled clients (n_i = the
   training split), g_j = Σ_i a_ij ∇ₓE_i / Σ_i a_ij, x̃ ← clip(x̃ − β_t·g + δ·ε, 0, 1)
   (server:266-303) with the release's cosine schedule β_t (DDPM cosine betas mapped onto
-  [beta_start, beta_end]) and δ (1e-4 in the code, 0.01 in the thesis); then, at the rounds that
+  [beta_start, beta_end]) and δ (1e-4 in the code, 0.01 in the thesis).
+- `server_fit` (ServerTraining: the engine trains it): at the rounds that
   evaluate, the server classifier (server:305-351): a fresh network (`ServerContext.fresh`; under
   `groupnorm: inherit` with the previous classifier's GroupNorm parameters, as the release
   re-initialises its one global model) trained on (x̃, ỹ) for `server_epochs` shuffled passes of
@@ -91,6 +92,7 @@ from fedbench.algorithms.base import (
     check_settings,
     masked_mean,
 )
+from fedbench.algorithms.opt_in import LocalSteps, ServerFit, ServerOutputs, ServerTraining
 from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params
 
@@ -128,7 +130,7 @@ def cosine_betas(start: float, end: float, rounds: int, s: float = 0.008) -> tor
 
 
 @dataclass(frozen=True)
-class FedEvg(Algorithm):
+class FedEvg(LocalSteps, ServerOutputs, ServerTraining, Algorithm):
     """FedEvg (thesis Alg. 4.1/4.2): energy-based synthetic data refined on the server."""
 
     name: ClassVar[str] = "fedevg"
@@ -263,7 +265,7 @@ class FedEvg(Algorithm):
         server_state: State,
         ctx: ServerContext,
     ) -> tuple[Params, State]:
-        x, y = server_state["x"], server_state["y"]
+        x = server_state["x"]
         grads, signs = messages["grad"], messages["esign"]
         w = messages["weight"].to(device=x.device, dtype=grads.dtype)
         a = (w / w.sum())[:, None] * signs  # [S, M]
@@ -274,36 +276,34 @@ class FedEvg(Algorithm):
         beta = float(self.betas(ctx.rounds)[ctx.round - 1])
         eps = torch.randn(x.shape, generator=ctx.rng, device=x.device, dtype=x.dtype)
         x = (x - beta * mixed + self._profile("server_noise") * eps).clamp(0.0, 1.0)
-        # The classifier is what the engine evaluates: trained at the rounds that evaluate (the
-        # release's `_central_evaluate`) and, when later rounds inherit its GroupNorm, after
-        # round 1 (the release evaluates round 1); the previous one kept otherwise.
-        trains = ctx.evaluated or (self.groupnorm == "inherit" and ctx.round == 1)
-        classifier = self.server_classifier(ctx, x, y, global_params) if trains else global_params
         state = {**server_state, "x": x, "energy_grad_norm": float(mixed.norm()), "beta": beta}
         if ctx.evaluated and self.fid != "none" and ctx.test is not None:
             state["fid"] = self.fid_of(x, ctx.test[0])
-        return classifier, state
+        return global_params, state
 
     def fid_of(self, synthetic: torch.Tensor, real: torch.Tensor) -> float:
         """FID of the synthetic set against the server's test images (the run's `fid` mode)."""
         return synthetic_fid(synthetic, real, self.fid, self.fid_extractor, self.fid_weights)
 
-    def server_classifier(
-        self, ctx: ServerContext, x: torch.Tensor, y: torch.Tensor, previous: Params
-    ) -> Params:
-        """A fresh network (with `previous`' GroupNorm parameters under `groupnorm: inherit`)
-        trained on the synthetic set (`fit_classifier`)."""
+    def server_fit(
+        self, global_params: Params, server_state: State, ctx: ServerContext
+    ) -> ServerFit | None:
+        """The classifier the engine evaluates, which the engine trains on the synthetic set:
+        at the rounds that evaluate (the release's `_central_evaluate`) and, when later rounds
+        inherit its GroupNorm, after round 1 (the release evaluates round 1); the previous one
+        kept otherwise. It starts from a fresh network (with the previous classifier's GroupNorm
+        parameters under `groupnorm: inherit`) and becomes the global model."""
+        if not (ctx.evaluated or (self.groupnorm == "inherit" and ctx.round == 1)):
+            return None
         if ctx.fresh is None or ctx.apply is None:
             raise ValueError("fedevg: the server classifier needs ServerContext.fresh and .apply")
-        return fit_classifier(
-            ctx.apply,
-            self._with_groupnorm(ctx.fresh(), previous, ctx.apply),
-            x,
-            y,
+        return ServerFit(
+            server_state["x"],
+            server_state["y"],
             epochs=self.server_epochs,
             batch=self.server_batch,
             lr=self.server_lr,
-            rng=ctx.rng,
+            init=self._with_groupnorm(ctx.fresh(), global_params, ctx.apply),
         )
 
     def global_test_rows(self, n: int, batch_size: int, server_state: State) -> tuple[int, int]:
@@ -522,34 +522,6 @@ def groupnorm_keys(apply: Apply | None) -> list[str]:
         if isinstance(m, torch.nn.GroupNorm)
         for p, _ in m.named_parameters(recurse=False)
     ]
-
-
-def fit_classifier(
-    apply: Apply,
-    init: Params,
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    epochs: int,
-    batch: int,
-    lr: float,
-    rng: torch.Generator,
-) -> Params:
-    """The release's server classifier (fedevgserver.py, fedcganserver.py, fedcvaeserver.py
-    `_central_evaluate`): from `init`, `epochs` shuffled passes (orders from `rng`) of `batch`
-    rows of (x, y), Adam(lr) with torch's defaults otherwise, cross-entropy."""
-    leaves = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
-    opt = torch.optim.Adam(list(leaves.values()), lr=lr)
-    with torch.enable_grad():
-        for _ in range(epochs):
-            order = torch.randperm(len(x), generator=rng, device=rng.device)
-            for start in range(0, len(x), batch):
-                idx = order[start : start + batch].to(x.device)
-                loss = F.cross_entropy(apply(leaves, x[idx]).float(), y[idx])
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-    return {k: v.detach() for k, v in leaves.items()}
 
 
 def synthetic_fid(

@@ -10,6 +10,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, ServerSetup, State
+from fedbench.algorithms.opt_in import CandidateModels, PersonalEvaluation
 from fedbench.tree import Params, weighted_mean
 
 OWN = -1  # candidate key of the client's own previous model
@@ -31,7 +32,7 @@ def distance(a: Params, b: Params) -> float:
 
 
 @dataclass(frozen=True)
-class FedFomo(Algorithm):
+class FedFomo(PersonalEvaluation, CandidateModels, Algorithm):
     """FedFomo (Zhang et al. 2021, Alg. 1, eqs. 4-5): the server keeps every client's latest
     upload. A sampled client i downloads `models` of them: with probability ε_t (ε-greedy,
     ε_t = max(0, epsilon - epsilon_decay·(t - 1))) uniformly among the clients that have

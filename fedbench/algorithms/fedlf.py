@@ -45,6 +45,7 @@ from fedbench.algorithms.base import (
     ServerSetup,
     State,
 )
+from fedbench.algorithms.opt_in import FrozenPasses, ServerOutputs
 from fedbench.algorithms.simplex import simplex_qp
 from fedbench.tree import Apply, Params, tree_zeros_like
 
@@ -116,7 +117,7 @@ def rescale(d: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FullGradientPass(Algorithm):
+class FullGradientPass(FrozenPasses, Algorithm):
     """Clients that do not train: one pass over their batches at θ^t sums the batch-size-weighted
     gradients and losses, and the message is the full local gradient and loss (FedLF, FedNL)."""
 
@@ -158,14 +159,6 @@ class FullGradientPass(Algorithm):
             "loss": value.detach(),
         }
 
-    def local_loss(
-        self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
-    ) -> tuple[torch.Tensor, State]:
-        return carry["loss"], {}  # detached: the engine takes no gradient; the value is logged
-
-    def update_mask(self, params: Params, carry: State, noise: Any) -> dict[str, torch.Tensor]:
-        return {k: torch.zeros((), device=v.device) for k, v in params.items()}
-
     def client_end(
         self,
         global_params: Params,
@@ -180,7 +173,7 @@ class FullGradientPass(Algorithm):
 
 
 @dataclass(frozen=True)
-class FedLF(FullGradientPass):
+class FedLF(ServerOutputs, FullGradientPass):
     """FedLF: a layer-wise min-norm direction over the clients' full gradients, a fairness row
     and recent clients' gradients; one server step a round, no local training."""
 

@@ -36,6 +36,7 @@ from fedbench.algorithms.base import (
     ServerSetup,
     State,
 )
+from fedbench.algorithms.opt_in import FrozenPasses, ServerOutputs
 from fedbench.tree import Apply, Params, tree_zeros_like
 
 
@@ -65,7 +66,7 @@ def conjugate_gradient(matvec, b: Params, steps: int) -> Params:
 
 
 @dataclass(frozen=True)
-class FedNew(Algorithm):
+class FedNew(FrozenPasses, ServerOutputs, Algorithm):
     """One consensus-ADMM pass a round on the Newton system, CG with Hessian-vector products."""
 
     name: ClassVar[str] = "fednew"
@@ -143,14 +144,6 @@ class FedNew(Algorithm):
             return {k: hv[k] + self.rho * v[k] for k in hv}
 
         return {"y": conjugate_gradient(matvec, rhs, self.cg_steps), "loss": value.detach()}
-
-    def local_loss(
-        self, apply: Apply, params: Params, batch: Batch, carry: State, noise: Any
-    ) -> tuple[torch.Tensor, State]:
-        return carry["loss"], {}  # detached: the engine takes no gradient; the value is logged
-
-    def update_mask(self, params: Params, carry: State, noise: Any) -> dict[str, torch.Tensor]:
-        return {k: torch.zeros((), device=v.device) for k, v in params.items()}
 
     def client_end(
         self,

@@ -30,6 +30,7 @@ from torch.func import grad_and_value, jvp
 
 from fedbench.algorithms.base import Batch, ClientContext, ServerContext, ServerSetup, State
 from fedbench.algorithms.fedlf import FullGradientPass
+from fedbench.algorithms.opt_in import ServerOutputs
 from fedbench.tree import Apply, Params, tree_zeros_like
 
 
@@ -44,7 +45,7 @@ def top_k(v: torch.Tensor, k: int) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FedNL(FullGradientPass):
+class FedNL(ServerOutputs, FullGradientPass):
     """Newton-type steps from a learned diagonal Hessian, its updates Top-K compressed."""
 
     name: ClassVar[str] = "fednl"

@@ -21,6 +21,7 @@ from fedbench.algorithms.base import (
     State,
     masked_mean,
 )
+from fedbench.algorithms.opt_in import LocalSteps, OwnNetwork, PersonalEvaluation
 from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params, weighted_mean
 
@@ -118,7 +119,7 @@ def combination_weights(v: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FedPAC(Algorithm):
+class FedPAC(LocalSteps, OwnNetwork, PersonalEvaluation, Algorithm):
     """FedPAC (Xu et al. 2023, Alg. 1): the network's last linear layer is the client's
     classifier φ_i, the rest the shared feature extractor θ. A sampled client first trains φ_i
     with θ frozen, then θ with φ_i frozen on CE + λ R_i, R_i = mean ||f_θ(x) - c_y||² to the

@@ -15,6 +15,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, State
+from fedbench.algorithms.opt_in import LocalSteps, PersonalEvaluation
 from fedbench.tree import Params, tree_sub, weighted_mean
 
 BODY, HEAD = "body.", "head."
@@ -38,7 +39,7 @@ def tail_phase(ctx: ClientContext, epochs: int, who: str) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class FedPer(Algorithm):
+class FedPer(PersonalEvaluation, Algorithm):
     """FedPer (Arivazhagan et al. 2019, "personalization layers"): the body is federated and
     averaged as in FedAvg (eq. 1.1), the head stays on the client.
 
@@ -101,7 +102,7 @@ class LGFedAvg(FedPer):
 
 
 @dataclass(frozen=True)
-class FedRep(FedPer):
+class FedRep(LocalSteps, FedPer):
     """FedRep (Collins et al. 2021, Alg. 1): the head trains with the body frozen, then the body
     trains with the head frozen; only the body is averaged.
 

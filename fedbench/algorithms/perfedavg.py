@@ -13,6 +13,7 @@ import torch
 from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, Batch, ServerContext, State
+from fedbench.algorithms.opt_in import PersonalEvaluation
 from fedbench.objectives import objective_of
 from fedbench.tree import Apply, Params, weighted_mean
 
@@ -40,7 +41,7 @@ def weighted_loss(apply: Apply, params: Params, batch: Batch, weights: torch.Ten
 
 
 @dataclass(frozen=True)
-class PerFedAvg(Algorithm):
+class PerFedAvg(PersonalEvaluation, Algorithm):
     """Per-FedAvg, first-order (Fallah et al. 2020, Alg. 1 with the FO-MAML gradient, §5;
     objective F_i(w) = f_i(w - α∇f_i(w)), eq. 3), as pFedBreD's release trains it (spec
     pfedbred.md §2): per local iteration w' = w - α∇f(w; D), then w ← w - β∇f(w'; D').

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
+from fedbench.algorithms.opt_in import LocalSteps, OwnNetwork, PersonalEvaluation
 from fedbench.algorithms.pair import joined, split
 from fedbench.tree import Apply, Params, tree_sub
 
@@ -48,7 +49,7 @@ def sample_weights(mu: Params, rho: Params, eps: torch.Tensor) -> Params:
 
 
 @dataclass(frozen=True)
-class PFedBayes(Algorithm):
+class PFedBayes(LocalSteps, OwnNetwork, PersonalEvaluation, Algorithm):
     """pFedBayes (Zhang et al. 2022, Alg. 1, eqs. 6-8): each weight is a Gaussian N(μ, σ²),
     σ = softplus(ρ). The server holds the global distribution v = (μ, ρ). Each local step, client
     i (n_i samples) takes one SGD step on both of

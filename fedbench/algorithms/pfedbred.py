@@ -13,6 +13,7 @@ import torch
 from torch.func import grad, grad_and_value
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, State
+from fedbench.algorithms.opt_in import LocalSteps, PersonalEvaluation, ServerOutputs
 from fedbench.algorithms.pfedme import PFedMe, write_term
 from fedbench.tree import Apply, Params, tree_sub, tree_zeros_like
 
@@ -41,7 +42,7 @@ def bregman(x: Params, y: Params, g=half_sq, grad_g=identity) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class PFedBreD(Algorithm):
+class PFedBreD(LocalSteps, PersonalEvaluation, ServerOutputs, Algorithm):
     """pFedBreD_ns (Shi et al. 2023, Alg. 1 with the Gaussian prior, first order: Dμ ≈ I).
 
     Per local iteration on batch B: the prior mean μ by `prior` (Eq. 14): lg μ = w - η_α∇f(w;B),

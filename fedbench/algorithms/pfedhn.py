@@ -10,6 +10,7 @@ from typing import ClassVar
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, ServerSetup, State
+from fedbench.algorithms.opt_in import OwnNetwork, PersonalEvaluation
 from fedbench.tree import Apply, Params, tree_sub
 
 HN = "hn."
@@ -58,7 +59,7 @@ def generate(hnet: Params, embedding: torch.Tensor) -> Params:
 
 
 @dataclass(frozen=True)
-class PFedHN(Algorithm):
+class PFedHN(OwnNetwork, PersonalEvaluation, Algorithm):
     """pFedHN (Shamsian et al. 2021, Alg. 1, eq. 4): the server holds a hypernetwork φ and one
     embedding v_i per client (both in the global parameter dict, `hn.*`). In each round a
     sampled client receives θ_i = h(v_i; φ), trains it with the engine's local steps to θ̃_i and

@@ -14,6 +14,7 @@ from torch.func import grad
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
+from fedbench.algorithms.opt_in import LocalSteps, PersonalEvaluation, ServerOutputs
 from fedbench.algorithms.pair import FED, LOC, joined, split
 from fedbench.metrics.coherence import flatten_rows, gce
 from fedbench.tree import Apply, Params, tree_sub, weighted_mean
@@ -33,7 +34,7 @@ def write_term(params: Params, value: Params, scale: float | torch.Tensor = 1.0)
 
 
 @dataclass(frozen=True)
-class PFedMe(Algorithm):
+class PFedMe(LocalSteps, PersonalEvaluation, ServerOutputs, Algorithm):
     """pFedMe (Dinh et al. 2020, Alg. 1; bi-level objective F_i(w) = min_θ f_i(θ) + (λ/2)||θ - w||²,
     eq. 2), in the SuPerFed release's form by default.
 

@@ -6,13 +6,14 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from fedbench.algorithms.base import Algorithm, ClientContext, ServerContext, ServerSetup, State
+from fedbench.algorithms.opt_in import LocalSteps
 from fedbench.tree import Params, tree_sub, tree_zeros_like, weighted_mean
 
 VARIANTS = ("standard", "superfed_code")
 
 
 @dataclass(frozen=True)
-class Scaffold(Algorithm):
+class Scaffold(LocalSteps, Algorithm):
     """Local gradients corrected by c - c_i; server and client control variates kept across rounds.
 
     `variant: superfed_code` reproduces the SuPerFed release, whose correction is a no-op

@@ -16,6 +16,7 @@ import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, ClientContext, ServerContext, State
 from fedbench.algorithms.fedprox import PROX_FORMS, prox_term
+from fedbench.algorithms.opt_in import LocalSteps, PersonalEvaluation
 from fedbench.tree import Apply, Params, tree_sub, weighted_mean
 
 FED, LOC = "fed.", "loc."
@@ -45,7 +46,7 @@ def orthogonality(fed: Params, loc: Params, eps: float) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class SuPerFed(Algorithm):
+class SuPerFed(LocalSteps, PersonalEvaluation, Algorithm):
     """SuPerFed-MM / -LM. Defaults follow the released code that produced Tables 2.3-2.7.
 
     `start`: L as a fraction of T; mixing (and the local model's training) from round

@@ -1,8 +1,10 @@
-"""What an algorithm adds to FedAvg, read once: the one place the engine asks which of the
-base class's optional hooks an algorithm replaces (`overrides`).
+"""What an algorithm adds to FedAvg, read once: the one place the engine asks which hooks an
+algorithm replaces (`overrides`).
 
-FedAvg (`fedbench/algorithms/base.py::Algorithm`) is the core; each field below is a capability an
-algorithm opts into by overriding its hook, and each is read where the engine needs it.
+FedAvg (`fedbench/algorithms/base.py::Algorithm`) is the core; the capabilities an algorithm opts
+into are the classes of `fedbench/algorithms/opt_in.py` (the engine reaches their hooks through
+`opt_in(algo, Capability)`, FedAvg's behaviour for an algorithm without them). The fields below
+say which hooks an algorithm's class overrides, for the engine's fast paths.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from functools import cache
 
-from fedbench.algorithms.base import Algorithm, overrides
+from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.opt_in import overrides
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from fedbench.algorithms.base import Algorithm, ClientContext, State
+from fedbench.algorithms.opt_in import CandidateModels, LocalSteps, opt_in
 from fedbench.engine.batches import batch_plan, num_local_steps
 from fedbench.engine.capabilities import capabilities
 from fedbench.engine.evaluate import client_losses
@@ -76,7 +77,7 @@ def candidate_losses(job: RoundJob, cid: int) -> tuple[tuple[int, ...], tuple[fl
     if not capabilities(job.algo).candidates:
         return (), ()
     rng = job.streams.torch_generator("algorithm", job.round, cid, 1)
-    pairs = job.algo.candidates(
+    pairs = opt_in(job.algo, CandidateModels).candidates(
         rng, cid, job.round, job.global_params, job.server_state, job.client_states[cid]
     )
     fed = job.fed
@@ -119,7 +120,7 @@ def client_context(job: RoundJob, cid: int, num_steps: int) -> ClientContext:
 
 def _epochs(job: RoundJob) -> int | None:
     epochs = job.cfg.local_epochs
-    return None if epochs is None else job.algo.local_epochs(epochs)
+    return None if epochs is None else opt_in(job.algo, LocalSteps).local_epochs(epochs)
 
 
 def client_plan(job: RoundJob, cid: int) -> tuple[list[torch.Tensor], ClientContext]:
@@ -128,10 +129,9 @@ def client_plan(job: RoundJob, cid: int) -> tuple[list[torch.Tensor], ClientCont
     batches = batch_plan(
         job.fed.train[cid], job.cfg.batch_size, rng, epochs=_epochs(job), steps=job.cfg.local_steps
     )
-    if (
-        job.algo.steps_per_batch > 1
-    ):  # an alternating update: each batch for `steps_per_batch` steps in a row
-        batches = [idx for idx in batches for _ in range(job.algo.steps_per_batch)]
+    repeat = opt_in(job.algo, LocalSteps).steps_per_batch
+    if repeat > 1:  # an alternating update: each batch for `steps_per_batch` steps in a row
+        batches = [idx for idx in batches for _ in range(repeat)]
     return batches, client_context(job, cid, len(batches))
 
 
@@ -162,7 +162,9 @@ def client_noise(job: RoundJob, cid: int, ctx: ClientContext) -> torch.Tensor | 
     if not capabilities(job.algo).step_noise:
         return None  # FedAvg's hook draws nothing: skip seeding a generator
     rng = job.streams.torch_generator("algorithm", job.round, cid)
-    return tree_to(job.algo.step_noise(rng, ctx, job.global_params), job.fed.x.device)
+    return tree_to(
+        opt_in(job.algo, LocalSteps).step_noise(rng, ctx, job.global_params), job.fed.x.device
+    )
 
 
 def client_draws(job: RoundJob, cid: int, num_steps: int) -> dict[str, torch.Tensor] | None:

@@ -11,6 +11,7 @@ import torch
 from torch.utils._pytree import tree_map
 
 from fedbench.algorithms.base import Algorithm, Batch, State
+from fedbench.algorithms.opt_in import LocalSteps, opt_in
 from fedbench.engine.augment import Augment
 from fedbench.engine.functional import Adam
 from fedbench.engine.step import ClientOptimiser, make_step, merged
@@ -49,7 +50,7 @@ def local_train_carry(
     `adam`: train with Adam (torch.optim.Adam's bits) instead of SGD (`momentum` must be 0).
     """
     step_fns = make_step(algo, apply, partial(_grad_and_value, create_graph=_graph(apply)))
-    if noise is not None and algo.noise_is_schedule:
+    if noise is not None and opt_in(algo, LocalSteps).noise_is_schedule:
         noise = noise.tolist()  # one Python float a step: local_loss may branch on it
     opt = ClientOptimiser(params, lr, momentum, weight_decay, adam, in_place=not algo.carry_updates)
     params = opt.start(params)
@@ -63,8 +64,11 @@ def local_train_carry(
         batch = Batch(xb, y[idx], None, None if weight is None else weight[idx])
         if step_fns.prepare is not None:
             carry = merged(algo, carry, step_fns.prepare(params, batch, carry, nz))
-        grads, loss, mask, new = step_fns.gradient(params, batch, carry, nz)
-        params = opt.step(params, grads, mask, step)
+        if step_fns.passes(nz):  # FrozenPasses: `prepare` did the step's work
+            loss, new = carry["loss"], {}
+        else:
+            grads, loss, mask, new = step_fns.gradient(params, batch, carry, nz)
+            params = opt.step(params, grads, mask, step)
         loss_sum = loss_sum + loss.detach()
         if new:
             carry = merged(algo, carry, new)

@@ -18,6 +18,13 @@ from fedbench.algorithms.base import (
     ServerContext,
     ServerSetup,
 )
+from fedbench.algorithms.opt_in import (
+    ClientSelection,
+    OwnNetwork,
+    PersonalEvaluation,
+    ServerOutputs,
+    opt_in,
+)
 from fedbench.engine.augment import Augment
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
@@ -32,6 +39,7 @@ from fedbench.engine.executors import RoundJob, RoundOutput, SequentialExecutor,
 from fedbench.engine.federation import Federation
 from fedbench.engine.per_class import per_class_losses
 from fedbench.engine.precision import check_device, matmul_scope, with_precision
+from fedbench.engine.server_training import ServerNet, server_net, train_server
 from fedbench.engine.train_config import TrainConfig
 from fedbench.engine.vectorised import VectorisedExecutor
 from fedbench.metrics import PACK_STATS, distribution_pack
@@ -65,11 +73,11 @@ def select_clients(
     algo: Algorithm, streams: Streams, round_: int, rounds: int, num_clients: int, m: int, state
 ) -> list[int]:
     """The round's clients: `sample_clients` unless the algorithm picks its own
-    (`Algorithm.select_clients`, checked: distinct client ids, at least one)."""
+    (`ClientSelection.select_clients`, checked: distinct client ids, at least one)."""
     if not capabilities(algo).select_clients:
         return sample_clients(streams, round_, num_clients, m)
     ctx = SelectContext(round_, rounds, num_clients, m, partial(streams.generator, "sampling"))
-    ids = sorted(int(i) for i in algo.select_clients(ctx, state))
+    ids = sorted(int(i) for i in opt_in(algo, ClientSelection).select_clients(ctx, state))
     if not ids or len(set(ids)) < len(ids) or not 0 <= ids[0] <= ids[-1] < num_clients:
         raise ValueError(f"{algo.name}.select_clients: round {round_} picked {ids}")
     return ids
@@ -77,12 +85,12 @@ def select_clients(
 
 def labelled(algo: Algorithm, fed: Federation, client_states: dict[int, Any]) -> Federation:
     """The federation whose pool labels carry each client's own training labels
-    (`Algorithm.client_labels`) in its training rows; `fed` itself when none has any."""
+    (`ClientSelection.client_labels`) in its training rows; `fed` itself when none has any."""
     if not capabilities(algo).client_labels:
         return fed
     y = None
     for i in range(fed.num_clients):
-        labels = algo.client_labels(client_states[i])
+        labels = opt_in(algo, ClientSelection).client_labels(client_states[i])
         if labels is None:
             continue
         if labels.shape != fed.train[i].shape:
@@ -137,7 +145,7 @@ def _pack(values: list[float], n: list[int], defined_only: bool = False) -> dict
     return {s: _round(v) for s, v in distribution_pack(values, n).items()}
 
 
-# Key of the `eval` stream's fine-tuning batches (algo.eval_batches); the landscape uses 24.
+# Key of the `eval` stream's fine-tuning batches (`eval_batches`); the landscape uses 24.
 TUNE_KEY = 1
 AUGMENT_TEST_KEY = 2  # `eval` stream key of the test-split augmentation draws (augment.test)
 
@@ -182,7 +190,7 @@ def bind_applies(
     check_device(cfg.eval_precision, device, "training.eval_precision")
 
     def bound(precision: str) -> Apply:
-        net = algo.model(with_precision(apply, precision))
+        net = opt_in(algo, OwnNetwork).model(with_precision(apply, precision))
         return net if objective.name == CROSS_ENTROPY.name else with_objective(net, objective)
 
     train_apply = bound(cfg.precision)
@@ -199,15 +207,21 @@ def evaluate_round(
     state: RunState,
     cfg: TrainConfig,
     streams: Streams | None = None,
+    server_apply: Apply | None = None,
 ) -> dict[str, Any]:
     """Per-client metrics under every protocol, their distribution packs, the global test set.
 
-    With a validation split, the candidates of `algo.val_selections` are also evaluated on it,
+    `server_apply`: the server's own network (ServerTraining.server_network), which
+    `eval_model` is handed in place of `apply`.
+
+    With a validation split, the candidates of `val_selections` are also evaluated on it,
     to choose each client's protocol there; only the chosen protocol's test metrics are recorded.
-    A protocol with `algo.eval_batches(protocol) > 0` fine-tunes each client's parameters on
+    A protocol with `eval_batches(protocol) > 0` fine-tunes each client's parameters on
     that many of its training batches first (drawn from `streams`, which it then needs).
     """
-    val_candidates = {c for cands, _ in algo.val_selections.values() for c in cands}
+    personal = opt_in(algo, PersonalEvaluation)  # FedAvg's: the global protocol alone
+    server = opt_in(algo, ServerOutputs)
+    val_candidates = {c for cands, _ in personal.val_selections.values() for c in cands}
     if not fed.val:
         val_candidates = set()
     clients, on_val = {}, {}
@@ -224,7 +238,9 @@ def evaluate_round(
     want_per_class = cfg.per_class_loss and state.round == cfg.rounds
 
     # What "global" evaluates: the global model, or what the algorithm says stands for it.
-    g_apply, g_params = algo.eval_model(apply, state.global_params, state.server_state)
+    g_apply, g_params = server.eval_model(
+        server_apply or apply, state.global_params, state.server_state
+    )
 
     def evaluate(protocol: str, splits: list[tuple]) -> list[dict[str, list]]:
         if protocol == "global":
@@ -235,15 +251,15 @@ def evaluate_round(
                 for x, y, s, ws in splits
             ]
         per_client = [  # built once, evaluated on every split
-            algo.personal_params(protocol, state.global_params, state.client_states[i])
+            personal.personal_params(protocol, state.global_params, state.client_states[i])
             for i in range(fed.num_clients)
         ]
-        count = algo.eval_batches(protocol)
+        count = personal.eval_batches(protocol)
         if count > 0:
             if streams is None:
                 raise ValueError(f"{algo.name}: protocol {protocol!r} fine-tunes, needs streams")
             per_client = [
-                algo.tune_for_eval(
+                personal.tune_for_eval(
                     protocol,
                     apply,
                     params,
@@ -267,15 +283,15 @@ def evaluate_round(
             for x, y, s, ws in splits
         ]
 
-    for protocol in ("global", *algo.personal_protocols):
+    for protocol in ("global", *personal.personal_protocols):
         if protocol in val_candidates:
             clients[protocol], on_val[protocol] = evaluate(protocol, [test_split, val_split])
         else:
             (clients[protocol],) = evaluate(protocol, [test_split])
-    for name, (candidates, metric) in algo.selections.items():
+    for name, (candidates, metric) in personal.selections.items():
         clients[name] = select_per_client([clients[c] for c in candidates], metric)
     if on_val:
-        for name, (candidates, metric) in algo.val_selections.items():
+        for name, (candidates, metric) in personal.val_selections.items():
             by = [on_val[c] for c in candidates]
             clients[name] = select_per_client([clients[c] for c in candidates], metric, by)
     summary = {}
@@ -288,7 +304,7 @@ def evaluate_round(
                 key: _pack(res[key], res["n"], key in OPTIONAL_METRICS) for key in keys
             }
     # The algorithm's share of the global test set: its first `rows`, the loss's sum over / `den`.
-    rows, den = algo.global_test_rows(len(fed.y_test), cfg.batch_size, state.server_state)
+    rows, den = server.global_test_rows(len(fed.y_test), cfg.batch_size, state.server_state)
     glob = evaluate_global(
         g_apply, g_params, fed.x_test[:rows], fed.y_test[:rows], cfg.eval_batch_size
     )
@@ -346,7 +362,7 @@ def run_rounds(
 
     device = fed.x.device
     train_apply, apply, fed = bind_applies(algo, apply, fed, cfg)
-    init_params = algo.init_global(
+    init_params = opt_in(algo, OwnNetwork).init_global(
         init_params,
         lambda i: fresh_for(i)(),
         init_streams(streams, cfg.init_seed).torch_generator("init", 2),
@@ -354,6 +370,8 @@ def run_rounds(
     )
     runner = _executor(executor or cfg.executor, cfg)
     K = fed.num_clients
+    snet = server_net(algo, tuple(fed.x.shape[1:]), fed.num_classes, device)
+    server_apply = None if snet is None else snet.apply
     if resume is not None:
         state = resume
     else:
@@ -387,7 +405,7 @@ def run_rounds(
         sampled = select_clients(algo, streams, t, cfg.rounds, K, m, state.server_state)
         train_ids = list(range(K)) if algo.train_all_clients else sampled
         fed_t = labelled(algo, fed, state.client_states)  # the labels clients train on
-        before = _global_losses(algo, apply, fed_t, cfg, state, sampled)
+        before = _global_losses(algo, apply, fed_t, cfg, state, sampled, server_apply)
         job = RoundJob(
             algo=algo,
             apply=train_apply,
@@ -418,10 +436,10 @@ def run_rounds(
             evaluated=_evaluates(t, cfg),
             test=(fed.x_test, fed.y_test) if len(fed.x_test) else None,
         )
-        _aggregate(algo, state, out, train_ids, sampled, server)
+        _aggregate(algo, state, out, train_ids, sampled, server, snet)
         _refresh(algo, state, job)
         if before is not None:
-            after = _global_losses(algo, apply, fed_t, cfg, state, sampled)
+            after = _global_losses(algo, apply, fed_t, cfg, state, sampled, server_apply)
             share = sum(a <= b for a, b in zip(after, before)) / len(before)
             improved.append(_round(share))
         train_loss = float(out.train_losses.mean())
@@ -432,7 +450,9 @@ def run_rounds(
             break
         if _evaluates(t, cfg):
             with matmul_scope(cfg.eval_precision, device):
-                record = _eval_record(algo, apply, fed, state, cfg, streams, lr, train_loss)
+                record = _eval_record(
+                    algo, apply, fed, state, cfg, streams, lr, train_loss, server_apply
+                )
             if improved:
                 record["improved_clients"] = improved[-1]
                 record["improved_clients_rounds"] = improved
@@ -485,12 +505,15 @@ def _global_losses(
     cfg: TrainConfig,
     state: RunState,
     clients: list[int],
+    server_apply: Apply | None = None,
 ) -> list[float] | None:
     """training.improved_clients: each of `clients`' full training loss under the model that
     protocol `global` evaluates (None when not asked for)."""
     if not cfg.improved_clients:
         return None
-    g_apply, g_params = algo.eval_model(apply, state.global_params, state.server_state)
+    g_apply, g_params = opt_in(algo, ServerOutputs).eval_model(
+        server_apply or apply, state.global_params, state.server_state
+    )
     splits = [fed.train[i] for i in clients]
     with torch.no_grad():
         return client_losses(
@@ -505,9 +528,12 @@ def _aggregate(
     train_ids: list[int],
     sampled: list[int],
     ctx: ServerContext,
+    snet: ServerNet | None = None,
 ) -> None:
     """The server step over the sampled clients' messages (all trained clients' ride along when
-    every client trains); updates the state's global parameters and server state."""
+    every client trains), then the server's own training (ServerTraining, on `snet` when the
+    algorithm names a network of its own); updates the state's global parameters and server
+    state."""
     messages = out.messages
     if algo.train_all_clients:
         rows = torch.tensor([train_ids.index(i) for i in sampled])
@@ -516,14 +542,18 @@ def _aggregate(
     state.global_params, state.server_state = algo.aggregate(
         state.global_params, messages, state.server_state, ctx
     )
+    state.global_params, state.server_state = train_server(
+        algo, state.global_params, state.server_state, ctx, snet
+    )
 
 
 def _refresh(algo: Algorithm, state: RunState, job: RoundJob) -> None:
     """After the server step: each client the algorithm names updates its state without
-    training (`Algorithm.refresh_clients` / `refresh_client`), with the round's data."""
-    for cid in algo.refresh_clients(state.server_state, job.round):
+    training (`ClientSelection.refresh_clients` / `refresh_client`), with the round's data."""
+    selection = opt_in(algo, ClientSelection)  # FedAvg's refreshes no client
+    for cid in selection.refresh_clients(state.server_state, job.round):
         ctx = client_context(job, cid, 0)
-        new = algo.refresh_client(
+        new = selection.refresh_client(
             state.global_params, state.server_state, state.client_states[cid], ctx
         )
         state.client_states[cid] = tree_to(new, job.fed.x.device)
@@ -547,6 +577,7 @@ def _eval_record(
     streams: Streams,
     lr: float,
     train_loss: float,
+    server_apply: Apply | None = None,
 ) -> dict[str, Any]:
     """One metrics.jsonl record: the round, its training loss, every evaluation, server scalars."""
     record = {
@@ -555,8 +586,8 @@ def _eval_record(
         "lr": _round(lr),
         "train_loss": _round(train_loss),
     }
-    record.update(evaluate_round(algo, apply, fed, state, cfg, streams))
-    server = algo.server_metrics(state.server_state)
+    record.update(evaluate_round(algo, apply, fed, state, cfg, streams, server_apply))
+    server = opt_in(algo, ServerOutputs).server_metrics(state.server_state)
     if server:
         record["server"] = {k: _round(float(v)) for k, v in server.items()}
     return record

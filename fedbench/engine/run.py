@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 import fedbench
+from fedbench.algorithms.opt_in import PersonalEvaluation, ServerOutputs, opt_in
 from fedbench.data.base import load_dataset
 from fedbench.data.partition import load_partition
 from fedbench.engine.build import build_run
@@ -24,7 +25,7 @@ from fedbench.rng import Streams
 
 log = logging.getLogger("fedbench.run")
 
-# The file beside params.pt that keeps an algorithm's artifacts (Algorithm.artifacts: FedEvg's
+# The file beside params.pt that keeps an algorithm's artifacts (ServerOutputs.artifacts: FedEvg's
 # final synthetic set), written with the run's other outputs.
 ARTIFACTS_FILE = "artifacts.pt"
 
@@ -100,7 +101,14 @@ def execute_run(
         resume=resumed.state if resumed else None,
     )
     info = {
-        **_run_fields(spec, state, cfg.rounds, algo.personal_protocols, ds, fed.num_clients),
+        **_run_fields(
+            spec,
+            state,
+            cfg.rounds,
+            opt_in(algo, PersonalEvaluation).personal_protocols,
+            ds,
+            fed.num_clients,
+        ),
         "git_commit": ckpt.meta["git_commit"],
         "torch_version": str(torch.__version__),
         "python_version": platform.python_version(),
@@ -122,7 +130,7 @@ def execute_run(
         # figure `make bench` sets beside its best-of micro-benchmarks.
         "median_round_seconds": _rounded(progress.median_round()),
     }
-    artifacts = algo.artifacts(state.server_state)
+    artifacts = opt_in(algo, ServerOutputs).artifacts(state.server_state)
     if artifacts and params_path is not None:
         info["artifacts"] = ARTIFACTS_FILE
     _write_outputs(state, info, metrics_path, run_yaml_path, params_path, artifacts)

@@ -10,6 +10,9 @@ A client's step on a batch is, in this order:
                         decay; or Adam), leaves under a 0 mask frozen
     carry |= updates                                                  (`algo.carry_updates`)
 
+A pass of `FrozenPasses` (`algo.trains(noise)` False) stops after `prepare`: no gradient, no
+optimiser step, the loss `prepare` left in `carry["loss"]`; a 0/1 mark trains as above, masked.
+
 `make_step(algo, apply, differentiate)` gives these pieces for one client's tensors, with the
 gradient taken by `differentiate` (the sequential executor's autograd pass, or torch.func's
 `grad_and_value`, which the vectorised executor vmaps over a chunk of clients). The sequential
@@ -27,6 +30,7 @@ from typing import Any
 import torch
 
 from fedbench.algorithms.base import Algorithm, Batch, State
+from fedbench.algorithms.opt_in import FrozenPasses, LocalSteps, opt_in
 from fedbench.engine.capabilities import capabilities
 from fedbench.engine.functional import (
     Adam,
@@ -52,15 +56,20 @@ class Step:
         `before_step`.
     gradient(params, batch, carry, noise) -> (grads, loss, mask, updates): the local loss's
         gradient, corrected, the step's update mask (None: train every leaf) and the carry
-        entries the loss returned ({} without `carry_updates`).
+        entries the loss returned ({} without `carry_updates`); a step `FrozenPasses` marks
+        train-or-not is masked by its mark.
     finish(grads, params, carry, noise) -> (grads, mask): the hooks after the gradient, for a
         gradient taken elsewhere (the layer-chain kernels, which skip it when the algorithm has
         neither hook: `fedbench.engine.capabilities`).
+    passes(noise) -> whether the step (for every client, given its noise) is a pass of
+        `FrozenPasses`: `prepare` alone, no gradient and no optimiser step, the step's loss the
+        one `prepare` left in `carry["loss"]`; False for every other algorithm.
     """
 
     prepare: Callable[[Params, Batch, State, Any], State] | None
     gradient: Callable[[Params, Batch, State, Any], tuple[Params, torch.Tensor, Mask, State]]
     finish: Callable[[Params, Params, State, Any], tuple[Params, Mask]]
+    passes: Callable[[Any], bool]
 
 
 def make_step(
@@ -72,6 +81,7 @@ def make_step(
     `(params, *args) -> (grads, (loss, updates))` for `loss_fn(params, *args) -> (loss, updates)`
     (grads with respect to the first argument)."""
     updates = algo.carry_updates
+    hooks = opt_in(algo, LocalSteps)  # FedAvg's step hooks unless the algorithm has its own
 
     def loss_fn(params: Params, batch: Batch, carry: State, noise: Any):
         out = algo.local_loss(apply, params, batch, carry, noise)
@@ -80,20 +90,37 @@ def make_step(
     grad_value = differentiate(loss_fn)
 
     def finish(grads: Params, params: Params, carry: State, noise: Any) -> tuple[Params, Mask]:
-        return algo.correct_grads(grads, params, carry), algo.update_mask(params, carry, noise)
+        return hooks.correct_grads(grads, params, carry), hooks.update_mask(params, carry, noise)
 
     def gradient(params: Params, batch: Batch, carry: State, noise: Any):
         grads, (loss, new) = grad_value(params, batch, carry, noise)
         grads, mask = finish(grads, params, carry, noise)
         return grads, loss, mask, new
 
+    passes = _never
+    if isinstance(algo, FrozenPasses):
+        trained = gradient
+
+        def passes(noise: Any) -> bool:  # a step that trains nothing
+            return algo.trains(noise) is False
+
+        def gradient(params: Params, batch: Batch, carry: State, noise: Any):
+            trains = algo.trains(noise)
+            grads, loss, mask, new = trained(params, batch, carry, noise)
+            mask = {k: trains if mask is None else mask[k] * trains for k in params}
+            return grads, loss, mask, new
+
     prepare = None
     if capabilities(algo).before_step:
 
         def prepare(params: Params, batch: Batch, carry: State, noise: Any) -> State:
-            return algo.before_step(apply, params, batch, carry, noise)
+            return hooks.before_step(apply, params, batch, carry, noise)
 
-    return Step(prepare, gradient, finish)
+    return Step(prepare, gradient, finish, passes)
+
+
+def _never(noise: Any) -> bool:
+    return False
 
 
 def merged(algo: Algorithm, carry: State, new: State) -> State:

@@ -33,6 +33,7 @@ from torch.nn.modules.utils import _pair
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from fedbench.algorithms.base import Algorithm, Batch
+from fedbench.algorithms.opt_in import LocalSteps, opt_in
 from fedbench.engine.capabilities import capabilities
 from fedbench.engine.executors import (
     RoundJob,
@@ -533,8 +534,8 @@ class VectorisedExecutor:
         """Train every client of `job.client_ids`, a chunk at a time."""
         algo, cfg, fed = job.algo, job.cfg, job.fed
         why = algo.sequential_only or (
-            f"it takes each batch for {algo.steps_per_batch} steps"
-            if algo.steps_per_batch > 1
+            f"it takes each batch for {repeat} steps"
+            if (repeat := opt_in(algo, LocalSteps).steps_per_batch) > 1
             else None
         )
         if why:
@@ -596,7 +597,9 @@ class VectorisedExecutor:
             )
             params = self._stack_params(starts, reuse=stacked_end)
             carry, carry_dims = stack_shared(carries, device=fed.x.device)
-            noise = _stack_noise(noises, plan.rows.shape[0], fed.x.device, algo.noise_is_schedule)
+            noise = _stack_noise(
+                noises, plan.rows.shape[0], fed.x.device, opt_in(algo, LocalSteps).noise_is_schedule
+            )
             loss, final = self._train(job, chain, params, carry, carry_dims, noise, plan)
             losses.append(loss / plan.steps.clamp(min=1))
             if stacked_end:
@@ -705,8 +708,11 @@ class VectorisedExecutor:
                 vstep = self._absorb(
                     algo, made, carry, carry_dims, final, plan.active[s], vstep, vmapped
                 )
-            grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
-            if grads is not None:  # (None: the chain's backward took the step already)
+            if fns.passes(nz):  # FrozenPasses: `prepare` did the step's work
+                grads, value, upd, new = None, carry["loss"], {}, {}
+            else:
+                grads, value, upd, new = vstep(params, xs[s], ys[s], mask, wb, carry, nz)
+            if grads is not None:  # (None: the chain's backward took the step, or a pass)
                 scale = _combine(_step_scale(plan.active[s], params, fed.x.device), upd, params)
                 stacked_step(algo, cfg, adam, params, grads, buf, job.lr, s, scale, bool(upd))
             keep = torch.as_tensor(plan.active[s], device=value.device)
@@ -851,7 +857,7 @@ def _stack_noise(
     noises: list, n_steps: int, device: torch.device, schedule: bool = False
 ) -> torch.Tensor | dict[str, torch.Tensor] | list[float] | None:
     """Per-client step noise as [steps, clients, ...] (clients with fewer steps padded by 0);
-    a schedule (`Algorithm.noise_is_schedule`) as one Python float a step, the longest client's
+    a schedule (`LocalSteps.noise_is_schedule`) as one Python float a step, the longest client's
     marks (a client's steps are a prefix of them; its missing steps are inactive anyway)."""
     if noises[0] is None:
         return None

@@ -142,11 +142,12 @@ def parse_range(where: str, raw: Any) -> tuple[float, float]:
 
 
 def _check_keeps_artifacts(place: str, algorithm: str, catalog: dict) -> None:
-    """A method's algorithm must keep tensors beside its model (Algorithm.artifacts)."""
-    from fedbench.algorithms import ALGORITHMS, Algorithm
+    """A method's algorithm must keep tensors beside its model (ServerOutputs.artifacts)."""
+    from fedbench.algorithms import ALGORITHMS
+    from fedbench.algorithms.opt_in import overrides
 
     cls = ALGORITHMS[catalog["algorithms"][algorithm]["algorithm"]]
-    if cls.artifacts is Algorithm.artifacts:
+    if not overrides(cls, "artifacts"):
         raise ConfigError(
             f"{place}: algorithm {algorithm!r} ({cls.name}) keeps no artifacts (no synthetic "
             f"set to draw); list only methods that keep one, e.g. fedevg"
@@ -193,7 +194,7 @@ def synthetic_set(run_dir: Path) -> tuple[Any, Any, dict[str, Any]]:
         raise RunDataError(
             f"{run_dir}: run.yaml names no artifacts, so there is no synthetic set to draw. "
             f"Either algorithm {algo!r} keeps none (drop this method from the figure's rows: only "
-            f"algorithms with Algorithm.artifacts, e.g. fedevg, can be drawn) or the run predates "
+            f"algorithms that keep artifacts, e.g. fedevg, can be drawn) or the run predates "
             f"artifacts.pt; then {rewrite_advice(run_dir / 'run.yaml', 'train')}"
         )
     path = run_dir / str(name)

@@ -156,8 +156,11 @@ def _check_binary_metric(place: str, row: dict, col: dict, out: dict, cell: dict
 def _val_protocols() -> frozenset[str]:
     """Protocols chosen per client on a validation split (every algorithm's `val_selections`)."""
     from fedbench.algorithms import ALGORITHMS
+    from fedbench.algorithms.opt_in import PersonalEvaluation, opt_in
 
-    return frozenset(n for cls in ALGORITHMS.values() for n in cls.val_selections)
+    return frozenset(
+        n for cls in ALGORITHMS.values() for n in opt_in(cls, PersonalEvaluation).val_selections
+    )
 
 
 def _check_validation(place: str, row: dict, col: dict, out: dict, cell: dict, catalog: dict):
@@ -203,6 +206,7 @@ def matrix_fields(
 def check_server(where: str, out: dict, catalog: dict) -> None:
     """`server: <name>`: a scalar every cell's algorithm logs, read in place of a client metric."""
     from fedbench.algorithms import ALGORITHMS
+    from fedbench.algorithms.opt_in import ServerOutputs, opt_in
 
     name = out["server"]
     if not isinstance(name, str) or not name:
@@ -222,9 +226,10 @@ def check_server(where: str, out: dict, catalog: dict) -> None:
                 if algo not in catalog["algorithms"]:
                     continue  # reported later, with the valid names
                 cls = ALGORITHMS[catalog["algorithms"][algo]["algorithm"]]
-                if name not in cls.server_scalars:
+                scalars = opt_in(cls, ServerOutputs).server_scalars
+                if name not in scalars:
                     raise ConfigError(
                         f"{where}.server: {name!r} is not logged by algorithm {algo!r} (cell "
                         f"({row.get('id')}, {col.get('id')})); {cls.name} logs "
-                        f"{list(cls.server_scalars)}"
+                        f"{list(scalars)}"
                     )

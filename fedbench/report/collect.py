@@ -40,7 +40,7 @@ CLIENT_FRAME_COLUMNS = (
 )
 GLOBAL_TEST = "global_test"
 TRAIN = "train"
-SERVER = "server"  # scalars an algorithm's server logs (Algorithm.server_metrics), stat "value"
+SERVER = "server"  # scalars an algorithm's server logs (ServerOutputs.server_metrics), stat "value"
 VALUE = "value"
 # Numbers a run writes to run.yaml once (fedbench.engine.run), read as protocol "run", stat
 # "value", at the run's final evaluated round: DQN-Fed's Table 2 reads train_seconds.

@@ -220,9 +220,9 @@ def test_a_tiny_run_samples_trains_the_classifier_and_evaluates_it(name):
     assert state.records[-1]["server"]["fid"] == pytest.approx(s["fid"], rel=1e-5)
     # What the clients evaluated is the server classifier on their images in the generator's range.
     algo = build_algorithm(name, spc=2, classifier_hidden=4)
-    apply, params = algo.eval_model(None, state.global_params, s)
-    assert params is s["classifier"]
     clf = build_model("fedevg_resnet10", SHAPE, L, 0, hidden=4, activation="relu")
+    apply, params = algo.eval_model(make_apply(clf), state.global_params, s)
+    assert params is s["classifier"]
     x = fed.x[:3]
     scaled = x * 2 - 1 if name == "fedcgan" else x
     want = torch.func.functional_call(clf, params, (scaled,))

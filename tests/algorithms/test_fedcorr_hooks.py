@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.opt_in import ClientSelection
 from fedbench.engine.build import Run
 from fedbench.engine.loop import run_rounds, sample_clients
 from fedbench.engine.train_config import TrainConfig
@@ -18,7 +19,7 @@ CFG = dict(rounds=3, batch_size=4, lr=0.1, local_epochs=1, clients_per_round=2, 
 
 
 @dataclass(frozen=True)
-class OwnLabels(Algorithm):
+class OwnLabels(ClientSelection, Algorithm):
     """Clients 0 and 2 train on labels of their own, (y + 1) mod 3, kept in their state."""
 
     name: ClassVar[str] = "own_labels"
@@ -64,7 +65,7 @@ def test_clients_train_on_their_own_labels_after_a_refresh(tiny, executor):
 
 
 @dataclass(frozen=True)
-class FirstTwo(Algorithm):
+class FirstTwo(ClientSelection, Algorithm):
     name: ClassVar[str] = "first_two"
 
     def select_clients(self, ctx, server_state):
@@ -90,7 +91,7 @@ def test_a_bad_choice_of_clients_is_refused(tiny):
     fed, apply, p0 = tiny
 
     @dataclass(frozen=True)
-    class Twice(Algorithm):
+    class Twice(ClientSelection, Algorithm):
         def select_clients(self, ctx, server_state):
             return [1, 1]
 

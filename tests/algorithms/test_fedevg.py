@@ -17,6 +17,7 @@ from fedbench.engine.build import Run
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
+from fedbench.engine.server_training import train_server
 from fedbench.engine.train_config import TrainConfig
 from fedbench.models import build_model
 from fedbench.rng import Streams
@@ -342,12 +343,20 @@ def test_the_server_classifier_is_trained_only_for_an_evaluation():
     quiet = ServerContext(
         **{**_server_ctx(fresh=fresh, apply=linear_apply).__dict__, "evaluated": False}
     )
-    kept, new = algo.aggregate(previous, messages, state, quiet)
+
+    def server_step(ctx):  # the engine's: the aggregation, then the server's training
+        params, new = algo.aggregate(previous, messages, state, ctx)
+        return train_server(algo, params, new, ctx, None)
+
+    kept, new = server_step(quiet)
     assert kept is previous and not calls and not torch.equal(new["x"], x)  # x̃ moved anyway
-    trained, _ = algo.aggregate(
-        previous, messages, state, _server_ctx(fresh=fresh, apply=linear_apply)
-    )
+    ctx = _server_ctx(fresh=fresh, apply=linear_apply)
+    assert algo.aggregate(previous, messages, state, ctx)[0] is previous  # no fit in aggregate
+    trained, _ = server_step(ctx)
     assert calls == [1] and not torch.equal(trained["head.bias"], torch.zeros(2))  # 3 x 2 steps
+    # The engine's fit is the task's: 3 shuffled passes of 2 rows, Adam, from fresh()'s zeros.
+    task = algo.server_fit(previous, {**state, "x": new["x"]}, ctx)
+    assert (task.epochs, task.batch, task.lr) == (3, 2, algo.server_lr)
 
 
 def test_fid_of_the_set_at_evaluation_rounds_and_a_missing_inception_file_stops_before_round_1(

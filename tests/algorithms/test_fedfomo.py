@@ -7,6 +7,7 @@ import torch
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm, ClientContext
 from fedbench.algorithms.fedfomo import OWN, fomo_weights
+from fedbench.algorithms.opt_in import CandidateModels
 from fedbench.engine.batches import batch_plan
 from fedbench.engine.build import Run
 from fedbench.engine.loop import run_rounds
@@ -90,7 +91,7 @@ def test_engine_scores_candidates_on_the_client_split(tiny):
     fed, apply, p0 = tiny
     seen = {}
 
-    class Probe(Algorithm):
+    class Probe(CandidateModels, Algorithm):
         def candidates(self, rng, client_id, round_, global_params, server_state, client_state):
             return [(7, p0)]
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.opt_in import LocalSteps
 from fedbench.engine.build import Run
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.train_config import TrainConfig
@@ -14,7 +15,7 @@ from fedbench.rng import Streams
 
 
 @dataclass(frozen=True)
-class HeadThenBody(Algorithm):
+class HeadThenBody(LocalSteps, Algorithm):
     """Epoch 1 trains only the head, epoch 2 only the body (FedRep-like phases)."""
 
     name: ClassVar[str] = "head_then_body"
@@ -77,7 +78,7 @@ def test_phases_freeze_parts_including_weight_decay(tiny, executor):
 
 
 @dataclass(frozen=True)
-class Alternate(Algorithm):
+class Alternate(LocalSteps, Algorithm):
     """Even steps train only the head, odd steps only the body: marks that are a schedule."""
 
     name: ClassVar[str] = "alternate"

@@ -8,6 +8,7 @@ import torch
 
 from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.opt_in import LocalSteps
 from fedbench.engine.build import Run
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.train_config import TrainConfig
@@ -98,7 +99,7 @@ def test_inactive_clients_keep_a_shared_or_stacked_carry():
 
 
 @dataclass(frozen=True)
-class Prepared(Algorithm):
+class Prepared(LocalSteps, Algorithm):
     """FedAvg whose before_step counts the client's steps in the carry (no carry updates, no
     objective of its own: what the layer-chain kernels would otherwise take)."""
 

@@ -6,6 +6,7 @@ import torch
 from test_executors import CFG_FOR, PARAMS, _fresh
 
 from fedbench.algorithms import ALGORITHMS, build_algorithm
+from fedbench.algorithms.opt_in import OwnNetwork, opt_in
 from fedbench.engine.build import Run
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.precision import PRECISIONS, with_precision
@@ -27,7 +28,7 @@ def _flat(params):
 def _init(algo, p0, fed):
     """The round-1 global parameters run_rounds starts from (an algorithm's own layout)."""
     gen = init_streams(Streams(3), None).torch_generator("init", 2)
-    return _flat(algo.init_global(p0, _fresh(p0), gen, fed.num_clients))
+    return _flat(opt_in(algo, OwnNetwork).init_global(p0, _fresh(p0), gen, fed.num_clients))
 
 
 def _floats(tree):

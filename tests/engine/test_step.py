@@ -9,16 +9,18 @@ import torch
 from torch.func import grad_and_value, vmap
 
 from fedbench.algorithms.base import Algorithm, Batch
+from fedbench.algorithms.opt_in import FrozenPasses, LocalSteps
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.local import _grad_and_value
 from fedbench.engine.step import ClientOptimiser, make_step
 from fedbench.models import build_model
+from fedbench.testing import assert_executors_agree, train_tiny
 
 CALLS: list[str] = []
 
 
 @dataclass(frozen=True)
-class Recording(Algorithm):
+class Recording(LocalSteps, Algorithm):
     """FedAvg whose hooks say when they run; the loss adds (mu/2)||w||^2, the correction adds
     `shift` to every gradient and the mask freezes the biases."""
 
@@ -113,3 +115,62 @@ def test_client_optimiser_is_sgd_with_frozen_leaves():
         want = before[k] if k.endswith("bias") else before[k] - 0.2
         torch.testing.assert_close(v, want)
         torch.testing.assert_close(p[k], before[k])  # the caller's leaves untouched
+
+
+@dataclass(frozen=True)
+class Passes(FrozenPasses, Algorithm):
+    """Clients that only pass over their batches: each pass adds its batch's loss to the carry;
+    the message is the delta (which must stay zero) and the mean pass loss."""
+
+    name: ClassVar[str] = "passes"
+    carry_updates: ClassVar[bool] = True
+
+    def client_begin(self, global_params, server_state, client_state, ctx):
+        zero = torch.zeros(())
+        return dict(global_params), {"sum": zero, "count": zero, "loss": zero}
+
+    def before_step(self, apply, params, batch, carry, noise):
+        loss = self.data_loss(apply, params, batch).detach()
+        return {"sum": carry["sum"] + loss, "count": carry["count"] + 1, "loss": loss}
+
+    def local_loss(self, apply, params, batch, carry, noise):
+        raise AssertionError("a pass never differentiates the local loss")
+
+    def client_end(self, global_params, params, carry, client_state, ctx):
+        delta = {k: params[k] - global_params[k] for k in params}
+        return {"delta": delta, "mean": carry["sum"] / carry["count"]}, client_state
+
+    def aggregate(self, global_params, messages, server_state, ctx):
+        moved = max(float(v.abs().max()) for v in messages["delta"].values())
+        return dict(global_params), {"moved": moved, "mean": messages["mean"]}
+
+
+def test_a_frozen_pass_runs_before_step_alone_and_moves_nothing():
+    """FrozenPasses: no gradient of the local loss (it raises), no optimiser step (momentum and
+    weight decay would move every leaf), the logged loss the one before_step left."""
+    runs = {
+        ex: train_tiny(Passes(), ex, momentum=0.9, weight_decay=0.1)
+        for ex in ("sequential", "vectorised")
+    }
+    for state in runs.values():
+        assert state.server_state["moved"] == 0.0
+        assert torch.isfinite(state.server_state["mean"]).all()
+    assert_executors_agree(runs["sequential"], runs["vectorised"])
+
+
+def test_a_marked_step_of_a_frozen_pass_algorithm_trains_masked():
+    """`trains(noise)` a 0/1 mark: the step takes the local loss's gradient under that mask."""
+
+    @dataclass(frozen=True)
+    class Marked(FrozenPasses, Algorithm):
+        name: ClassVar[str] = "marked"
+
+        def trains(self, noise):
+            return noise
+
+    apply, p = _net()
+    fns = make_step(Marked(), apply, _grad_and_value)
+    assert fns.passes(False) and not fns.passes(torch.tensor(1.0))
+    grads, loss, mask, _ = fns.gradient(p, _batch(), {}, torch.tensor(0.0))
+    assert set(mask) == set(p) and all(float(m) == 0.0 for m in mask.values())
+    assert not make_step(Recording(), apply, _grad_and_value).passes(None)

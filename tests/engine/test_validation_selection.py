@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from fedbench.algorithms.base import Algorithm
+from fedbench.algorithms.opt_in import PersonalEvaluation
 from fedbench.engine.federation import Federation
 from fedbench.engine.loop import RunState, evaluate_round, select_per_client
 from fedbench.engine.train_config import TrainConfig
@@ -17,7 +18,7 @@ PROTOCOLS = ("c0", "c1", "c2")  # protocol ck: a model that predicts class k for
 
 
 @dataclass(frozen=True)
-class ConstantPredictors(Algorithm):
+class ConstantPredictors(PersonalEvaluation, Algorithm):
     """Personal protocol ck predicts class k, so its top-1 on a split is the share of label k."""
 
     personal_protocols: ClassVar[tuple[str, ...]] = PROTOCOLS
