@@ -18,6 +18,12 @@ RUN_FIELDS = ("dataset", "partition", "model", "algorithm")
 # What a row or column may set to override the output's quantity.
 QUANTITY_KEYS = ("metric", "protocol", "stat")
 SECTIONS = ("tables", "figures")
+# Marks a row a user's config overlay added (fedbench.grid.add_rows): not the paper's.
+ADDED_MARK = "‡"
+ADDED_NOTE = (
+    f"{ADDED_MARK} not from the paper: a row added by a config overlay (add_rows), on the "
+    "same datasets, partitions and seeds; no paper value and no Δ"
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +150,8 @@ def axis_entry(entry: dict) -> dict[str, Any]:
     """What the report needs of a row or column: id, label, and any quantity override."""
     out = {"id": entry["id"], "label": entry.get("label", entry["id"])}
     out.update({k: entry[k] for k in QUANTITY_KEYS if k in entry})
+    if entry.get("added"):  # a user's row (config overlay add_rows), not the paper's
+        out.update(label=f"{out['label']} {ADDED_MARK}", added=True)
     if "paper_ref" in entry:  # "table/row": the paper printed this row in another table
         ref = str(entry["paper_ref"])
         if ref.count("/") != 1 or not all(ref.split("/")):

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import hashlib
+import importlib.util
 import inspect
 import itertools
 import math
@@ -25,6 +27,7 @@ from fedbench.data.partition import PARTITIONERS, check_partition_spec
 from fedbench.data.transform import check_transform
 from fedbench.engine.train_config import TrainConfig
 from fedbench.models import MODELS
+from fedbench.registry import LazyRegistry, plugin_file
 
 SECTIONS = ("datasets", "partitions", "models", "algorithms")
 DATASET_KEYS = (
@@ -45,8 +48,12 @@ TOP_KEYS = (
     "gpus_per_run",
     "checkpoint_every",
     "warm_worker",
+    "plugins",
+    "add_rows",
     *SECTIONS,
 )
+# `plugins`: a user's own entries beside the built-in ones (fedbench.registry), by registry.
+PLUGIN_SECTIONS = ("algorithms", "models")
 DATA_MODES = ("real", "standin")
 # standin_params (models and datasets): parameters merged over `params` only at scales whose data
 # is generated (smoke), so a paper-sized network or image runs tiny in CI; run.yaml records them.
@@ -493,6 +500,9 @@ def resolve_algorithm(catalog: dict, name: str, scale: str) -> dict[str, Any]:
     if data_mode(catalog, scale) == "standin" and a.get("standin_params"):
         out["params"].update(a["standin_params"])
         out["standin_params"] = dict(a["standin_params"])
+    plugin = plugin_provenance(ALGORITHMS, a["algorithm"])
+    if plugin is not None:
+        out["plugin"] = plugin
     return out
 
 
@@ -555,6 +565,9 @@ def resolve_model(catalog: dict, name: str, scale: str) -> dict[str, Any]:
     if data_mode(catalog, scale) == "standin" and e.get("standin_params"):
         out["params"].update(e["standin_params"])
         out["standin_params"] = dict(e["standin_params"])
+    plugin = plugin_provenance(MODELS, e["arch"])
+    if plugin is not None:
+        out["plugin"] = plugin
     return out
 
 
@@ -636,3 +649,61 @@ def _check_participants(training: dict, part: dict, name: str, scale: str) -> di
             f"at scale {scale}; valid: 1..{k}"
         )
     return training
+
+
+# -- plugins: a user's algorithms and models, named by a config overlay -------------------------
+
+
+def _registry(section: str) -> LazyRegistry:
+    return {"algorithms": ALGORITHMS, "models": MODELS}[section]  # type: ignore[return-value]
+
+
+def register_plugins(config: dict[str, Any]) -> None:
+    """Add the config's `plugins` (`{algorithms: {name: "path/to/file.py:Class"}, models: ...}`,
+    or `"module:attribute"`) to the registries, before the catalog's entries are checked against
+    them. A file path is relative to the folder snakemake runs in."""
+    plugins = config.get("plugins") or {}
+    if not isinstance(plugins, dict):
+        raise ConfigError(f"plugins: expected a mapping of {list(PLUGIN_SECTIONS)} to entries")
+    _keys("plugins", plugins, PLUGIN_SECTIONS)
+    for section, entries in plugins.items():
+        if not isinstance(entries, dict) or not all(isinstance(t, str) for t in entries.values()):
+            raise ConfigError(
+                f"plugins.{section}: expected a mapping of names to 'path/to/file.py:Class' "
+                "(or 'module:attribute')"
+            )
+        for name, target in entries.items():
+            where = f"plugins.{section}.{name}"
+            if ":" not in target:
+                raise ConfigError(f"{where}: {target!r} is not 'path/to/file.py:Class'")
+            path = plugin_file(target)
+            if path is not None and not path.is_file():
+                raise ConfigError(
+                    f"{where}: no file {path} (a path is relative to the folder snakemake runs "
+                    "in; give it from there, or as an absolute path)"
+                )
+            _registry(section).add(str(name), target, origin=f"config key {where}")
+
+
+def plugin_provenance(registry: Any, name: str) -> dict[str, str] | None:
+    """What a run records of a plugin entry (None for a built-in): where it is imported from and
+    the sha256 of its file, so editing the file changes the runs' specs (and only theirs)."""
+    if not registry.is_plugin(name):
+        return None
+    target = registry.target(name)
+    path = plugin_file(target)
+    if path is None:
+        found = importlib.util.find_spec(target.rpartition(":")[0])
+        path = Path(found.origin) if found is not None and found.origin else None
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else ""
+    return {"target": target, "file": str(path or ""), "sha256": digest}
+
+
+def register_spec_plugins(spec: dict[str, Any]) -> None:
+    """In a job's own process: register the plugins its resolved spec names (a file plugin is
+    known only to the process that read the overlay; an entry point is found anyway)."""
+    for section, key in (("algorithms", "algorithm"), ("models", "arch")):
+        entry = spec.get(section[:-1], {})
+        plugin = entry.get("plugin")
+        if plugin is not None and entry[key] not in _registry(section):
+            _registry(section).add(entry[key], plugin["target"], origin="the run's spec")

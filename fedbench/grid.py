@@ -3,6 +3,7 @@ kind (`fedbench.outputs`) to check its entry and to name the runs and files it r
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,10 @@ from fedbench.config import (
     ConfigError,
     catalog_files,
     extend_catalog,
+    register_plugins,
     resolve_run,
+    unknown_keys,
+    unknown_name,
     validate_catalog,
 )
 from fedbench.outputs import chosen, kind_of
@@ -24,9 +28,16 @@ from fedbench.outputs.base import EXTENSIONS
 # grid output named otherwise fails at DAG build instead of as a MissingInputException.
 OUTPUT_NAME_PATTERNS = {"tables": r"table[0-9][0-9a-z_]*", "figures": r"figure[0-9][0-9a-z_]*"}
 GRID_KEYS = ("paper", "title", "default_scale", "seeds", "rows", "columns", "tables", "figures")
+# A user's overlay appends rows (methods) to a grid's outputs of these kinds (their rows are the
+# methods, their columns the settings); `to` names outputs, or every table / figure / output.
+ADDED_ROW_KINDS = ("table", "rounds")
+ADD_ROWS_KEYS = ("to", "rows")
+ADD_ROWS_ALL = ("tables", "figures", "all")
+ROW_RUN_FIELDS = ("dataset", "partition", "model")
 
 __all__ = [
     "OUTPUT_NAME_PATTERNS",
+    "add_rows",
     "Grid",
     "RunKey",
     "all_runs",
@@ -87,11 +98,14 @@ def load_grids(folder: str | Path, catalog: dict[str, Any]) -> dict[str, Grid]:
 def load_workflow(
     config: dict[str, Any], config_dir: str | Path = "config", papers_dir: str | Path | None = None
 ) -> dict[str, Grid]:
-    """What the Snakefile checks at DAG build, in one call: add config/catalog/*.yaml to `config`
-    (in place), validate the catalog, load every grid and resolve every run at its scale."""
+    """What the Snakefile checks at DAG build, in one call: register a user's `plugins`, add
+    config/catalog/*.yaml to `config` (in place), validate the catalog, load every grid, append a
+    user's `add_rows` and resolve every run at its scale."""
+    register_plugins(config)
     extend_catalog(config, catalog_files(config_dir))
     validate_catalog(config)
     grids = load_grids(papers_dir if papers_dir is not None else Path(config_dir, "papers"), config)
+    grids = add_rows(grids, config)
     for grid in grids.values():
         validate_runs(grid, config, resolve_scale(grid, config.get("scale")))
     return grids
@@ -168,3 +182,88 @@ def validate_runs(grid: Grid, catalog: dict, scale: str) -> None:
             )
         except ValueError as err:
             raise ConfigError(f"{grid.path.name}: run {key.folder(scale)}: {err}") from None
+
+
+def add_rows(grids: dict[str, Grid], config: dict[str, Any]) -> dict[str, Grid]:
+    """The grids with a user's `add_rows` appended (config overlay, docs/extending.md):
+
+        add_rows:
+          quick:                     # a grid
+            to: [table1, figure1]    # its outputs; or tables, figures, all
+            rows:
+              - {id: mine, label: "My method", algorithm: mine}   # a catalog algorithm entry
+
+    Each added row runs on exactly the output's columns (datasets, partitions, models), seeds
+    and quantity; fields the grid's own rows set beside the algorithm (a model per row) are taken
+    from its first row. The rows come after the published ones, marked `added` (a table prints
+    them without a paper value or Δ; claims read the grid files and never see them). Errors name
+    the key and the nearest valid names."""
+    extra = config.get("add_rows") or {}
+    if not isinstance(extra, dict):
+        raise ConfigError("add_rows: expected a mapping of grid names to {to, rows}")
+    out = dict(grids)
+    for gname, entry in extra.items():
+        where = f"add_rows.{gname}"
+        if gname not in grids:
+            raise ConfigError(f"add_rows: {unknown_name('grid', gname, sorted(grids))}")
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: expected a mapping with keys {list(ADD_ROWS_KEYS)}")
+        unknown = sorted(set(entry) - set(ADD_ROWS_KEYS))
+        if unknown:
+            raise ConfigError(unknown_keys(where, unknown, ADD_ROWS_KEYS))
+        rows = entry.get("rows")
+        if not (isinstance(rows, list) and rows and all(isinstance(r, dict) for r in rows)):
+            raise ConfigError(f"{where}.rows: expected a non-empty list of mappings")
+        for i, row in enumerate(rows):
+            if not isinstance(row.get("id"), str) or "algorithm" not in row:
+                raise ConfigError(
+                    f"{where}.rows[{i}]: a row needs an 'id' and an 'algorithm' (a catalog "
+                    "algorithm entry)"
+                )
+        out[gname] = _with_rows(grids[gname], where, entry.get("to", "tables"), rows, config)
+    return out
+
+
+def _with_rows(grid: Grid, where: str, to: Any, rows: list[dict], catalog: dict) -> Grid:
+    raw = copy.deepcopy(grid.raw)
+    names = _targets(grid, where, to)
+    for section, name in names:
+        place = f"{where} -> {grid.path.name}.{section}.{name}"
+        out = raw[section][name]
+        kind = kind_of(section, out, place)
+        if kind.name not in ADDED_ROW_KINDS or any("algorithm" in c for c in out["columns"]):
+            if to in ADD_ROWS_ALL:
+                continue  # every output of a section: those whose rows are methods
+            raise ConfigError(
+                f"{place}: rows can be added to outputs whose rows are methods (kinds "
+                f"{list(ADDED_ROW_KINDS)}, columns without an algorithm); this one is of kind "
+                f"{kind.name!r}"
+            )
+        ids = {r.get("id") for r in out["rows"]}
+        first = out["rows"][0]
+        for row in rows:
+            if row["id"] in ids:
+                raise ConfigError(
+                    f"{place}: row id {row['id']!r} is taken by a published row; choose another"
+                )
+        shared = {k: first[k] for k in ROW_RUN_FIELDS if k in first}
+        out["rows"] = [*out["rows"], *({**shared, **r, "added": True} for r in rows)]
+        kind.validate(place, out, catalog)
+    return Grid(grid.name, raw, grid.path)
+
+
+def _targets(grid: Grid, where: str, to: Any) -> list[tuple[str, str]]:
+    """(section, name) of every output `to` names."""
+    if to in ADD_ROWS_ALL:
+        sections = SECTIONS if to == "all" else (to,)
+        return [(sec, name) for sec in sections for name in grid.outputs(sec)]
+    if not (isinstance(to, list) and to and all(isinstance(n, str) for n in to)):
+        raise ConfigError(
+            f"{where}.to: expected a list of {grid.name}'s tables and figures, or one of "
+            f"{list(ADD_ROWS_ALL)}; got {to!r}"
+        )
+    known = {name: sec for sec in SECTIONS for name in grid.outputs(sec)}
+    for name in to:
+        if name not in known:
+            raise ConfigError(f"{where}.to: {unknown_name('output', name, sorted(known))}")
+    return [(known[name], name) for name in to]

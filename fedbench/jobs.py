@@ -132,12 +132,14 @@ def train(
 ) -> None:
     """Train one run: `outputs` maps metrics, run (and params, when the rule names it) to paths.
     A job that asked for a GPU holds one of the machine's GPUs (profiles/multigpu: one per GPU)."""
+    from fedbench.config import register_spec_plugins
     from fedbench.engine.checkpoint import CheckpointPolicy
     from fedbench.engine.run import execute_run
     from fedbench.gpu import claim_gpu
 
     gpu = claim_gpu() if device != "cpu" and gpus > 0 else contextlib.nullcontext()
     with _job(log, [outputs["metrics"]]), gpu:
+        register_spec_plugins(spec)  # a user's method named by a config overlay's file
         execute_run(
             spec,
             data,
@@ -190,19 +192,23 @@ def render(
 ):
     """One table or figure of a grid, whatever its kind, as `out_file` with each of its
     section's extensions; returns the paths written."""
+    from fedbench.config import register_plugins
     from fedbench.grid import output_kind
 
     with _job(log, [out_file]):
+        register_plugins(catalog)  # a user's methods named by a config overlay (their classes)
         kind = output_kind(grid, section, name)
         return kind.render(kind.spec(grid, name, catalog, scale), Path(out_file).with_suffix(""))
 
 
 def choice(grid, name: str, catalog: dict, scale: str, out: str | Path, log: str | Path) -> None:
     """What one selection table chose, from its runs, as JSON (`fedbench.outputs.chosen`)."""
+    from fedbench.config import register_plugins
     from fedbench.grid import output_kind
     from fedbench.outputs.chosen import write_choice
 
     with _job(log, [out]):
+        register_plugins(catalog)
         record = write_choice(output_kind(grid, "tables", name), grid, name, catalog, scale, out)
         for by, groups in record["choices"].items():
             logging.info("%s: %s", by, {g: c["algorithm"] for g, c in groups.items()})
@@ -216,8 +222,10 @@ def claims_page(
     grids in `config_dir`/papers)."""
     from fedbench.claims import load_claims
     from fedbench.claims.page import evaluate_work, write_page
+    from fedbench.config import register_plugins
 
     with _job(log, [out_file]):
+        register_plugins(catalog)  # an overlay's catalog entries name them; claims ignore its rows
         cf = load_claims(work, catalog, Path(config_dir) / "config.yaml")
         page = evaluate_work(cf, catalog, scale)
         return write_page(page, Path(out_file).with_suffix(""))

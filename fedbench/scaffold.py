@@ -2,9 +2,10 @@
 
 Writes, in a folder (default: the current one), `NAME.py` (a FedAvg subclass: the hooks a method
 usually needs are listed in its docstring, and two are overridden as the example, FedProx's
-proximal term) and `test_NAME.py` (pytest: equal to FedAvg where its term is off, the two
-executors agree, and its term checked by hand), all through `fedbench.testing`. Nothing is
-overwritten.
+proximal term), `test_NAME.py` (pytest: equal to FedAvg where its term is off, the two
+executors agree, and its term checked by hand), all through `fedbench.testing`, and `NAME.yaml`
+(a config overlay: the plugin, its catalog entry and its row in the quick grid's tables).
+Nothing is overwritten.
 """
 
 from __future__ import annotations
@@ -33,8 +34,9 @@ More is opt-in (fedbench/algorithms/opt_in.py): name the capability among the cl
 `class Mine(LocalSteps, Algorithm)`, and override its hooks. LocalSteps: correct_grads (change
 each step's gradient, SCAFFOLD), update_mask (freeze parts), step_noise, before_step,
 local_epochs; PersonalEvaluation: personalised models evaluated beside the global one;
-ServerOutputs: server scalars, kept tensors, another evaluated model; OwnNetwork,
-ClientSelection, CandidateModels.
+ServerOutputs: server scalars, kept tensors, another evaluated model; ServerTraining: a network
+the server trains (the engine fits it); FrozenPasses: client passes without an optimiser step;
+OwnNetwork, ClientSelection, CandidateModels.
 
 The engine takes the gradients, steps the optimiser and runs both executors; hyperparameters are
 the dataclass's fields, set by a catalog entry's `params`.
@@ -104,6 +106,25 @@ def test_its_term_by_hand():
 '''
 
 
+OVERLAY = """# {name}.yaml: {cls} as a row of the quick grid's tables, beside the published methods
+# (docs/extending.md). From the fedbench checkout:
+#   snakemake --cores 2 quick --configfile {overlay}
+# Every run of the row uses the grid's own datasets, partitions, models and seeds.
+plugins:
+  algorithms:
+    {name}: {plugin}:{cls}
+algorithms:
+  {name}:  # a catalog entry: its hyperparameters, as any of config/catalog/*.yaml
+    algorithm: {name}
+    mu: 0.01
+add_rows:
+  quick:
+    to: tables  # or a list of its tables and figures, e.g. [table1, figure1]; or all
+    rows:
+      - {{id: {name}, label: "{cls} (mu = 0.01)", algorithm: {name}}}
+"""
+
+
 def _class_name(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
@@ -124,9 +145,13 @@ def new_algorithm(name: str, folder: Path) -> list[Path]:
             "choose another name"
         )
     cls = _class_name(name)
+    where = folder.resolve()
     files = {
         folder / f"{name}.py": ALGORITHM.format(title=cls, cls=cls, name=name),
         folder / f"test_{name}.py": TESTS.format(cls=cls, name=name, test_file=f"test_{name}.py"),
+        folder / f"{name}.yaml": OVERLAY.format(
+            cls=cls, name=name, plugin=where / f"{name}.py", overlay=where / f"{name}.yaml"
+        ),
     }
     existing = [str(p) for p in files if p.exists()]
     if existing:
@@ -154,4 +179,5 @@ def main(argv: list[str] | None = None) -> int:
     for path in paths:
         print(f"wrote {path}")
     print(f"test it: pytest {paths[1]}")
+    print(f"run it beside the baselines: snakemake --cores 2 quick --configfile {paths[2]}")
     return 0

@@ -6,17 +6,16 @@ the job, and the run ends with the same metrics.jsonl bytes as before the damage
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from workflow_copy import copy_workflow, snakemake_env
 
 from fedbench.io import record_path
 
@@ -60,21 +59,9 @@ ADVICE = re.compile(r"(snakemake --cores \S+ .*)$")
 def workspace(tmp_path_factory):
     """A copy of the workflow whose only grid is GRID, its env, and the run's metrics bytes."""
     ws = tmp_path_factory.mktemp("recovery")
-    shutil.copy(ROOT / "Snakefile", ws)
-    shutil.copytree(ROOT / "workflow", ws / "workflow")
-    (ws / "config" / "papers").mkdir(parents=True)
-    shutil.copy(ROOT / "config" / "config.yaml", ws / "config")
-    shutil.copytree(ROOT / "config" / "catalog", ws / "config" / "catalog")
-    (ws / "config" / "papers" / "tiny.yaml").write_text(yaml.safe_dump(GRID))
+    copy_workflow(ws, {"tiny": yaml.safe_dump(GRID)})
     warm = Path(tempfile.mkdtemp(prefix="fbw"))  # short: a socket path holds <= 100 bytes
-    env = {
-        **os.environ,
-        # `snakemake` as a user types it: this interpreter's, importing this checkout.
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "PYTHONPATH": str(ROOT),
-        "FEDBENCH_WARM_DIR": str(warm),
-        "FEDBENCH_WARM_WORKER": "0",
-    }
+    env = snakemake_env(warm)
     _snakemake(ws, env, "tiny")
     yield ws, env, (ws / METRICS).read_bytes()
     shutil.rmtree(warm, ignore_errors=True)

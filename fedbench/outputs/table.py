@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fedbench.cells import Grid, RunKey
+from fedbench.cells import ADDED_NOTE, Grid, RunKey
 from fedbench.config import ConfigError
 from fedbench.metrics import PACK_STATS
 from fedbench.outputs import chosen
@@ -63,7 +63,12 @@ class TableKind(MatrixKind):
         ]
         return TableSpec(
             **fields,
-            notes=[*notes, *chosen.choice_notes(grid, name, catalog, scale), *out.get("notes", [])],
+            notes=[
+                *notes,
+                *chosen.choice_notes(grid, name, catalog, scale),
+                *out.get("notes", []),
+                *([ADDED_NOTE] if any(r.get("added") for r in out["rows"]) else []),
+            ],
             select=[dict(x) for x in out.get("select", [])],
             round=out.get("round", "final"),
             decimals=out.get("decimals", 2),

@@ -270,8 +270,9 @@ def _diverged_status(diverged: list[RunData], total: int) -> str:
 
 
 def paper_value(spec: TableSpec, row: dict, column: str, paper_values: PaperValues | None):
-    """The paper's value of a cell: its own table and row, or the row's `paper_ref` table/row."""
-    if paper_values is None:
+    """The paper's value of a cell: its own table and row, or the row's `paper_ref` table/row;
+    none for a row a user added (`added`)."""
+    if paper_values is None or row.get("added"):
         return None
     table, prow = str(row.get("paper_ref", f"{spec.name}/{row['id']}")).split("/")
     return paper_values.get(table, prow, column)
