@@ -323,3 +323,25 @@ def test_a_bad_overlay_stops_before_any_job_and_writes_nothing(workspace, tmp_pa
     log = _snakemake(ws, env, f"quick --configfile {bad}", ok=False)
     assert "add_rows.quick.to: unknown output 'tabel1'; nearest: 'table1'" in log, log[-3000:]
     assert _tree(ws) == before
+
+
+def test_to_all_adds_the_row_to_every_output_whose_rows_are_methods(registry):
+    """A figure of curves takes the row; a partition figure (no methods) is skipped under `all`
+    and refused by name; a table whose columns name the algorithm likewise."""
+    grid = copy.deepcopy(GRID)
+    table = grid["tables"]["table1"]
+    grid["figures"] = {
+        "figure1": {k: table[k] for k in ("metric", "protocol", "stat", "rows", "columns")},
+        "figure2": {
+            "kind": "partition",
+            "rows": [{"id": "train", "label": "Train"}],
+            "columns": [{"id": "dir", "dataset": "mnist", "partition": "dir"}],
+        },
+    }
+    row = {"id": "mine", "algorithm": "fedprox"}
+    got = _load({"add_rows": {"toy": {"to": "all", "rows": [row]}}}, grid)["grids"]["toy"]
+    assert got.output("figures", "figure1")["rows"][-1]["added"] is True
+    assert got.output("tables", "table1")["rows"][-1]["id"] == "mine"
+    assert got.output("figures", "figure2") == grid["figures"]["figure2"]
+    with pytest.raises(ConfigError, match="kinds \\['table', 'rounds'\\].*'partition'"):
+        _load({"add_rows": {"toy": {"to": ["figure2"], "rows": [row]}}}, grid)
