@@ -33,6 +33,7 @@ import os
 import pickle
 import signal
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -74,7 +75,9 @@ PRELOAD = (
 IDLE_SECONDS = 120.0
 CONFIG_KEY = "warm_worker"  # true | false | auto (auto: on for local CPU jobs)
 ENV_SWITCH = "FEDBENCH_WARM_WORKER"  # 0/1 overrides the config key (tests, debugging)
-DIR_ENV = "FEDBENCH_WARM_DIR"  # where sockets live (default: the machine's temporary folder)
+# Where sockets live: a private folder (0700, this user's, no symlink), checked on every connect
+# (default: fedbench-warm-UID in the machine's temporary folder, made so).
+DIR_ENV = "FEDBENCH_WARM_DIR"
 # Environment variables that differ between jobs and do not change what a module import does.
 _VOLATILE_ENV = ("OLDPWD", "PWD", "SHLVL", "_", "SNAKEMAKE_PROFILE", "FEDBENCH_WARM_PLANNED")
 # How many script jobs the workflow plans (its `onstart` sets it, `plan`): a server is started
@@ -126,8 +129,46 @@ def socket_path(env: Mapping[str, str] | None = None) -> Path:
     """The server's socket for this interpreter, source tree and environment (this process's, or
     that of the jobs to be served, `env`)."""
     env = os.environ if env is None else env
-    folder = env.get(DIR_ENV) or tempfile.gettempdir()
-    return Path(folder, f"fedbench-warm-{os.getuid()}-{fingerprint(env)}.sock")
+    return Path(socket_folder(env), f"fedbench-warm-{os.getuid()}-{fingerprint(env)}.sock")
+
+
+class UnsafeFolder(OSError):
+    """The socket folder is not private to this user: no worker is used there."""
+
+
+def socket_folder(env: Mapping[str, str] | None = None) -> Path:
+    """The folder of the sockets: `FEDBENCH_WARM_DIR`, else fedbench-warm-UID in the machine's
+    temporary folder (made 0700 when missing; see `check_private`)."""
+    env = os.environ if env is None else env
+    return Path(env.get(DIR_ENV) or Path(tempfile.gettempdir(), f"fedbench-warm-{os.getuid()}"))
+
+
+def check_private(folder: Path, create: bool = False) -> None:
+    """UnsafeFolder unless `folder` is a real directory (not a symbolic link) owned by this user
+    and closed to everyone else (no group or other permission bits): anyone else who could
+    write there could put their own socket in a job's way, or read its requests. With `create`,
+    a missing folder is made with mode 0700 first."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(folder, 0o700)
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        raise UnsafeFolder(f"the socket folder {folder} does not exist") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeFolder(f"the socket folder {folder} is a symbolic link; remove it")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeFolder(f"the socket folder {folder} is not a directory")
+    if st.st_uid != os.getuid():
+        raise UnsafeFolder(
+            f"the socket folder {folder} belongs to uid {st.st_uid}, not to you ({os.getuid()}); "
+            f"set {DIR_ENV} to a folder of your own"
+        )
+    if st.st_mode & 0o077:
+        raise UnsafeFolder(
+            f"the socket folder {folder} is open to others (mode {stat.S_IMODE(st.st_mode):o}); "
+            f"run chmod 700 {folder}"
+        )
 
 
 def delegate(snakemake: Any, script: str) -> None:
@@ -141,6 +182,11 @@ def delegate(snakemake: Any, script: str) -> None:
     for fd in (0, 1, 2):  # a closed standard stream becomes /dev/null, before any socket
         if not _is_open(fd):  # could take its number and be passed on as the job's stream
             os.open(os.devnull, os.O_RDWR)  # the lowest free number: this one
+    try:
+        check_private(socket_folder(), create=not os.environ.get(DIR_ENV))
+    except UnsafeFolder as err:
+        print(f"fedbench.worker: {err}; the job runs in its own process", file=sys.stderr)
+        return
     path = socket_path()
     if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
         print(f"fedbench.worker: {path} is too long for a socket; set {DIR_ENV}", file=sys.stderr)
@@ -286,6 +332,11 @@ def serve(path: Path, idle: float, preload: tuple[str, ...]) -> None:
     """Import `preload`, then fork a child per request until `idle` seconds pass without jobs."""
     import importlib
 
+    try:
+        check_private(path.parent)  # as every job does before it connects
+    except UnsafeFolder as err:
+        print(f"fedbench.worker: {err}; no server started", file=sys.stderr)
+        return
     lock_fd = os.open(path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -519,7 +570,7 @@ def shutdown(path: Path | None = None) -> int:
     if path is not None:
         locks = [path.with_suffix(".lock")]
     else:
-        folder = Path(os.environ.get(DIR_ENV) or tempfile.gettempdir())
+        folder = socket_folder()
         locks = sorted(folder.glob(f"fedbench-warm-{os.getuid()}-*.lock"))
     stopped = 0
     for lock in locks:

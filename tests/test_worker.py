@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -310,7 +311,7 @@ def test_wanted_follows_the_config_key_the_switch_and_the_machine(monkeypatch):
 
 def test_a_socket_path_too_long_runs_the_job_in_process(tmp_path):
     deep = tmp_path / ("d" * 60)
-    deep.mkdir()
+    deep.mkdir(mode=0o700)  # private: the folder check passes, the length check does not
     assert _pid_job(tmp_path, _env(deep), stderr="too long for a socket") == "in-process"
     assert list(deep.iterdir()) == []
 
@@ -462,3 +463,48 @@ def test_a_job_without_stdin_runs_with_dev_null(tmp_path, server):
     )
     assert run.returncode == 0, run.stderr
     assert out.read_text() == "''"
+
+
+@pytest.mark.parametrize("unsafe", ["symlink", "open", "other_user", "missing"])
+def test_a_socket_folder_that_is_not_private_is_refused(tmp_path, warm_dir, unsafe):
+    """The job runs in its own process, says why, and nothing is made in or through the folder:
+    a symbolic link (to a folder that is private), a folder open to others, one of another user,
+    and a named folder that does not exist."""
+    folder = warm_dir / "sock"
+    if unsafe == "symlink":
+        real = warm_dir / "real"
+        real.mkdir(mode=0o700)
+        folder.symlink_to(real)
+        needle = "is a symbolic link"
+    elif unsafe == "open":
+        folder.mkdir()
+        folder.chmod(0o755)
+        needle = "is open to others (mode 755); run chmod 700"
+    elif unsafe == "other_user":
+        if os.getuid() != 0:
+            pytest.skip("needs root to give a folder to another user")
+        folder.mkdir(mode=0o700)
+        os.chown(folder, 65534, 65534)
+        needle = "belongs to uid 65534"
+    else:
+        needle = "does not exist"
+    assert _pid_job(tmp_path, _env(folder), stderr=needle) == "in-process"
+    time.sleep(0.5)  # a server would have made its lock and log by now
+    if unsafe == "symlink":
+        assert list((warm_dir / "real").iterdir()) == []
+    elif unsafe in ("open", "other_user"):
+        assert list(folder.iterdir()) == []
+    else:
+        assert not folder.exists()
+    with pytest.raises(worker.UnsafeFolder, match=needle.split(" (")[0]):
+        worker.check_private(folder)
+
+
+def test_the_default_socket_folder_is_made_private(monkeypatch, tmp_path):
+    monkeypatch.delenv(worker.DIR_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = worker.socket_folder()
+    assert folder == tmp_path / f"fedbench-warm-{os.getuid()}" and not folder.exists()
+    worker.check_private(folder, create=True)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and folder.stat().st_uid == os.getuid()
+    assert worker.socket_path().parent == folder

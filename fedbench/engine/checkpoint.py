@@ -10,6 +10,13 @@ File format: `torch.save` bytes, then a trailer `MAGIC + sha256(bytes)`; a file 
 not match (truncated, bit rot) is refused. Two generations are kept (`checkpoint.pt` and
 `checkpoint.prev.pt`): a new one is written to a temporary file, and only once it is complete does
 the current one become the previous one. A checkpoint of another run spec (its hash) is refused.
+
+A checkpoint cannot run code: it is read with `torch.load(weights_only=True)` (torch's restricted
+unpickler: tensors, numbers, strings, bytes, None, and dicts, lists and tuples of them; any other
+global is refused before it is built), and what it returns is checked against the same list
+(`ALLOWED`). The checksum guards against damage only: anyone who can write the file can write a
+matching digest. A refused file is deleted with a warning and the run resumes from the previous
+checkpoint or from round 0, to the same results.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import io
 import json
 import logging
 import os
+import pickle
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +40,8 @@ from fedbench.io import atomic_path
 log = logging.getLogger("fedbench.checkpoint")
 
 MAGIC = b"FEDBENCH-CKPT-1\n"
+# What a checkpoint may hold (leaves; containers: dict, list, tuple), checked after loading.
+ALLOWED = (torch.Tensor, int, float, str, bytes, bool, type(None))
 TRAILER = len(MAGIC) + 32
 FORMAT = 1
 
@@ -89,6 +99,20 @@ class _HashingWriter:
 
     def flush(self) -> None:
         self.f.flush()
+
+
+def _check_leaves(tree: Any, where: str = "checkpoint") -> None:
+    """ValueError naming the first entry of `tree` that is not a container of `ALLOWED`."""
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            if not isinstance(k, (str, int)):
+                raise ValueError(f"{where}: a key of type {type(k).__name__}")
+            _check_leaves(v, f"{where}[{k!r}]")
+    elif isinstance(tree, (list, tuple)):
+        for i, v in enumerate(tree):
+            _check_leaves(v, f"{where}[{i}]")
+    elif not isinstance(tree, ALLOWED):
+        raise ValueError(f"{where}: a {type(tree).__name__}, not a tensor, number or string")
 
 
 def _rng_states() -> dict[str, Any]:
@@ -202,8 +226,16 @@ class Checkpointer:
         body = memoryview(data)[:-TRAILER]
         if hashlib.sha256(body).digest() != data[-32:]:
             raise ValueError("checksum mismatch (corrupted)")
-        payload = torch.load(io.BytesIO(body), map_location=device, weights_only=False)
-        if payload.get("format") != FORMAT:
+        try:
+            payload = torch.load(io.BytesIO(body), map_location=device, weights_only=True)
+        except pickle.UnpicklingError as err:
+            first = str(err).strip().splitlines()[-1] if str(err).strip() else type(err).__name__
+            raise ValueError(
+                f"it holds something other than tensors, numbers and strings (refused unread, "
+                f"it could run code): {first}"
+            ) from None
+        _check_leaves(payload)
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             raise ValueError(f"format {payload.get('format')!r}, this fedbench reads {FORMAT}")
         if payload["spec_hash"] != self.run_hash:
             raise ValueError("written by a different run spec")

@@ -274,6 +274,68 @@ def test_checkpoint_restores_torch_global_generator(tmp_path):
     assert torch.equal(loaded.state.global_params["w"], torch.ones(2))
 
 
+class _RunsCode:
+    """Unpickling this calls os.system: what a checkpoint swapped on a shared disk could hold."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _forge(path: Path, payload) -> None:
+    """A checkpoint file with a valid trailer and checksum around `payload`."""
+    import hashlib
+    import io
+
+    buf = io.BytesIO()
+    torch.save(payload, buf)
+    body = buf.getvalue()
+    path.write_bytes(body + ckpt_mod.MAGIC + hashlib.sha256(body).digest())
+
+
+@pytest.mark.parametrize("where", ["payload", "leaf"])
+def test_a_checkpoint_that_would_run_code_is_refused_and_the_run_resumes(tmp_path, caplog, where):
+    """With a matching checksum, a checkpoint whose pickle calls os.system (or holds any object
+    other than tensors, numbers and strings) is refused unread, deleted with a warning, and the
+    run resumes from the previous checkpoint; under weights_only=False it would have run."""
+    marker = tmp_path / "ran"
+    ck = Checkpointer(tmp_path / "checkpoint.pt", spec_hash({"a": 1}), EVERY_ROUND)
+    good = RunState(global_params={"w": torch.ones(2)}, server_state={}, client_states={}, round=3)
+    ck.save(good, 0.0)
+    ck.save(good, 0.0)  # two generations: checkpoint.pt and checkpoint.prev.pt
+    evil = _RunsCode(marker)
+    payload = {"format": ckpt_mod.FORMAT, "spec_hash": ck.run_hash, "round": 5}
+    _forge(ck.path, evil if where == "payload" else {**payload, "global_params": {"w": evil}})
+    with caplog.at_level(logging.WARNING, logger="fedbench.checkpoint"):
+        resumed = Checkpointer(ck.path, ck.run_hash, EVERY_ROUND).load()
+    assert not marker.exists()
+    assert resumed is not None and resumed.state.round == 3 and resumed.path == ck.prev
+    warning = " ".join(r.getMessage() for r in caplog.records)
+    assert "refused" in warning and "could run code" in warning, warning
+    assert not ck.path.exists()
+    # The same bytes under the old reading would have run the command: the test can fail.
+    import io
+
+    torch.load(io.BytesIO(ck.prev.read_bytes()), weights_only=False)  # a good file loads
+    body = io.BytesIO()
+    torch.save(evil, body)
+    torch.load(io.BytesIO(body.getvalue()), weights_only=False)
+    assert marker.exists()
+
+
+def test_a_checkpoint_of_an_unlisted_type_is_refused(tmp_path, caplog):
+    """A checkpoint holding an allowed-by-torch type outside `ALLOWED` (a torch.dtype) is refused
+    after loading, naming the entry."""
+    ck = Checkpointer(tmp_path / "checkpoint.pt", spec_hash({"a": 1}), EVERY_ROUND)
+    payload = {"format": ckpt_mod.FORMAT, "spec_hash": ck.run_hash, "round": 1, "x": torch.float32}
+    _forge(ck.path, payload)
+    with caplog.at_level(logging.WARNING, logger="fedbench.checkpoint"):
+        assert ck.load() is None
+    assert "checkpoint['x']: a dtype" in caplog.text
+
+
 def test_policy_rounds_and_wall_time():
     p = CheckpointPolicy(every_rounds=10, min_seconds=60, max_seconds=600)
     assert not p.due(9, 100)  # too few rounds
