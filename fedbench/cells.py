@@ -73,8 +73,10 @@ def as_list(v: Any) -> list:
 
 def check_seeds(where: str, seeds: Any) -> None:
     """A non-empty list of distinct integers >= 0."""
-    ok = isinstance(seeds, list) and seeds and len(set(seeds)) == len(seeds)
-    if not (ok and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+    ints = isinstance(seeds, list) and all(
+        isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds
+    )
+    if not (ints and seeds and len(set(seeds)) == len(seeds)):
         raise ConfigError(
             f"{where}: expected a non-empty list of distinct integers >= 0, got {seeds!r}"
         )

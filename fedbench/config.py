@@ -169,6 +169,7 @@ def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
 
     A paper's settings live in its own file; a name defined twice is an error naming both files.
     """
+    check_structure(catalog, "config")
     if catalog.get("algorithms"):
         catalog["algorithms"] = expand_sweeps(catalog["algorithms"], "config.yaml")
     origin = {(s, n): "config.yaml" for s in SECTIONS for n in catalog.get(s, {}) or {}}
@@ -180,6 +181,7 @@ def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
         unknown = sorted(set(extra) - set(SECTIONS))
         if unknown:
             raise ConfigError(unknown_keys(path.name, unknown, SECTIONS))
+        check_structure(extra, path.name)
         if extra.get("algorithms"):
             extra["algorithms"] = expand_sweeps(extra["algorithms"], path.name)
         for section, entries in extra.items():
@@ -191,6 +193,42 @@ def extend_catalog(catalog: dict[str, Any], paths: list[Path]) -> None:
                     )
                 origin[(section, name)] = path.name
                 catalog.setdefault(section, {})[name] = entry
+
+
+# The field of each catalog section's entries that names a registry entry (a string).
+NAME_FIELDS = {
+    "datasets": "source",
+    "partitions": "kind",
+    "models": "arch",
+    "algorithms": "algorithm",
+}
+
+
+def check_structure(catalog: dict[str, Any], where: str) -> None:
+    """The shape the later checks read: each section a mapping of string names to mappings, each
+    entry's registry name a string, a scale's name a string (ConfigError naming the key)."""
+    scale = catalog.get("scale")
+    if scale is not None and not isinstance(scale, str):
+        raise ConfigError(f"{where}.scale: expected a scale name (a string), got {scale!r}")
+    for section in (*SECTIONS, "scales"):
+        entries = catalog.get(section)
+        if entries is None:
+            if section in catalog:
+                catalog[section] = {}  # an empty section (`algorithms:` with nothing under it)
+            continue
+        if not isinstance(entries, dict):
+            raise ConfigError(f"{where}.{section}: expected a mapping of names to entries")
+        for name, entry in entries.items():
+            if not isinstance(name, str):
+                raise ConfigError(f"{where}.{section}: entry name {name!r} is not a string")
+            if not isinstance(entry, dict):
+                raise ConfigError(f"{where}.{section}.{name}: expected a mapping, got {entry!r}")
+            field = NAME_FIELDS.get(section)
+            if field in entry and not isinstance(entry[field], str):
+                raise ConfigError(
+                    f"{where}.{section}.{name}.{field}: expected a name (a string), "
+                    f"got {entry[field]!r}"
+                )
 
 
 # A variant name, and so a run folder: letters, digits, '.', '_', '-' (no '/', no spaces).

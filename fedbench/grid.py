@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from fedbench.cells import SECTIONS, Grid, RunKey, check_seeds
+from fedbench.cells import RUN_FIELDS, SECTIONS, Grid, RunKey, check_seeds
 from fedbench.config import (
     ConfigError,
     catalog_files,
@@ -68,7 +68,8 @@ def load_grid(path: str | Path, catalog: dict[str, Any]) -> Grid:
         raise ConfigError(f"{where}: unknown key(s) {unknown}; valid: {list(GRID_KEYS)}")
     if raw.get("paper") != path.stem:
         raise ConfigError(f"{where}: 'paper' must equal the file name ({path.stem!r})")
-    if raw.get("default_scale", "paper") not in catalog["scales"]:
+    scale = raw.get("default_scale", "paper")
+    if not isinstance(scale, str) or scale not in catalog["scales"]:
         raise ConfigError(f"{where}.default_scale: not one of {sorted(catalog['scales'])}")
     check_seeds(f"{where}.seeds", raw.get("seeds", [0]))
     for section in SECTIONS:
@@ -85,9 +86,37 @@ def load_grid(path: str | Path, catalog: dict[str, Any]) -> Grid:
                     f"paper's numbering, e.g. {section[:-1]}2 or {section[:-1]}3_1), got {name!r}"
                 )
             place = f"{where}.{section}.{name}"
+            _check_shapes(place, out)
             kind_of(section, out, place).validate(place, out, catalog)
     chosen.check_grid(grid, catalog, kind_of)
     return grid
+
+
+def _check_shapes(where: str, out: dict[str, Any]) -> None:
+    """The shapes the kinds' checks read: names are strings (a cell's dataset may list candidate
+    names, a row's field may map column ids to names), each axis entry a mapping with a string
+    id (ConfigError naming the key)."""
+
+    def name_like(v: Any, candidates: bool = False) -> bool:
+        if isinstance(v, list):  # a dataset's candidates, the first available one used
+            return candidates and bool(v) and all(isinstance(x, str) for x in v)
+        if isinstance(v, dict):
+            return all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())
+        return isinstance(v, str)
+
+    for key in ("kind", "metric", "protocol", "stat"):
+        if key in out and not isinstance(out[key], str):
+            raise ConfigError(f"{where}.{key}: expected a string, got {out[key]!r}")
+    for axis in ("rows", "columns"):
+        for i, entry in enumerate(out.get(axis) or [] if isinstance(out.get(axis), list) else []):
+            place = f"{where}.{axis}[{i}]"
+            if not isinstance(entry, dict):
+                raise ConfigError(f"{place}: expected a mapping with an 'id', got {entry!r}")
+            if not isinstance(entry.get("id", ""), (str, int)) or isinstance(entry.get("id"), bool):
+                raise ConfigError(f"{place}.id: expected a string, got {entry['id']!r}")
+            for key in (*RUN_FIELDS, "metric", "protocol", "stat", "label"):
+                if key in entry and not name_like(entry[key], candidates=key == "dataset"):
+                    raise ConfigError(f"{place}.{key}: expected a name, got {entry[key]!r}")
 
 
 def load_grids(folder: str | Path, catalog: dict[str, Any]) -> dict[str, Grid]:

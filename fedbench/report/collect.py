@@ -106,7 +106,7 @@ def _read_run_yaml(path: Path) -> dict[str, Any]:
         raise _unreadable(path, "run.yaml is missing")
     try:
         info = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise _unreadable(path, f"cannot parse run.yaml: {err}") from err
     if not isinstance(info, dict):
         raise RunDataError(f"{path}: run.yaml is not a mapping")
