@@ -20,7 +20,9 @@ selection.
 
 A record must say which code made it: a run whose commit is marked `-dirty` (it ran on a working
 tree with uncommitted changes) is refused, naming the runs and the fix; `--allow-dirty` writes it
-anyway, and the table's notes then say how many runs are dirty and which commits they name.
+anyway, and the table's notes then say how many runs are dirty and which commits they name;
+`--skip-dirty` leaves them out of the table and the cells file (as if not run, so a cell averages
+its clean seeds), while `--out` keeps their rows for the record.
 
 `--cells-out CSV` writes what the claims read (fedbench.claims): each cell's value per seed, as
 the table reads it (a curve figure's name instead of a table's: each curve's mean over its rounds,
@@ -89,6 +91,7 @@ def write_partial_table(
     prefix: str,
     recorded: dict[Path, RunData] | None = None,
     dirty: list[str] | None = None,
+    skipped: list[str] | None = None,
 ):
     """The grid table from its finished runs only (see the module docstring), those of `recorded`
     (runs rebuilt from a record, by directory) included where their directory is absent, a note
@@ -130,6 +133,11 @@ def write_partial_table(
         )
     if dirty:
         notes.append(dirty_note(dirty))
+    if skipped:
+        notes.append(
+            f"{len(skipped)} run(s) made from uncommitted code (commit(s) "
+            f"{', '.join(sorted(set(skipped)))}) left out (--skip-dirty): not counted as finished"
+        )
     spec = dataclasses.replace(spec, cells=done, notes=notes)
     preloaded = {Path(p): run for p, run in from_record.items()}
     write_table(build_table(spec, load_paper_values(paper), preloaded), spec, Path(prefix))
@@ -204,7 +212,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="write runs made from uncommitted code (-dirty commits), marked in the table's notes",
     )
+    ap.add_argument(
+        "--skip-dirty",
+        action="store_true",
+        help="leave runs made from uncommitted code out of the table and cells (as not run)",
+    )
     args = ap.parse_args(argv)
+    if args.allow_dirty and args.skip_dirty:
+        raise SystemExit("--allow-dirty and --skip-dirty exclude each other: choose one")
     dirs, out, scale = _table_runs(args.paper, args.table, args.scale, args.config)
     metric, stat = out["metric"], out["stat"]
     frame = summarise_runs(dirs, metric, stat, scale)
@@ -216,6 +231,18 @@ def main(argv: list[str] | None = None) -> int:
             d: recorded_run(rows[d], d, scale, metric, stat, Path(args.record)) for d in taken
         }
     dirty = dirty_runs(frame)
+    skipped: list[str] = []
+    if dirty and args.skip_dirty:
+        names = {run for run, _ in dirty}
+        here = [d for d in dirs if (d / "run.yaml").exists() and "/".join(d.parts[-5:]) in names]
+        if here:
+            raise SystemExit(
+                f"--skip-dirty: {len(here)} run(s) made from uncommitted code are on this "
+                f"machine ({here[0]}, ...): delete their folders (and re-run them from a clean "
+                "checkout), then record again"
+            )
+        recorded = {d: r for d, r in recorded.items() if "/".join(d.parts[-5:]) not in names}
+        skipped, dirty = [commit for _, commit in dirty], []
     if dirty and not args.allow_dirty:
         shown = "; ".join(f"{run} ({commit})" for run, commit in dirty[:5])
         more = f"; and {len(dirty) - 5} more" if len(dirty) > 5 else ""
@@ -223,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.paper} {args.table}: {len(dirty)} run(s) ran on uncommitted code, so no "
             f"commit says which code made them: {shown}{more}. Commit, re-run them from the "
             "clean checkout (delete their run folders, then snakemake), or pass --allow-dirty "
-            "to write them marked as dirty in the table's notes"
+            "to write them marked as dirty in the table's notes (--skip-dirty: leave them out)"
         )
     write_text(args.out, frame.round(6).to_csv(index=False, lineterminator="\n"))
     done = int(frame["status"].isin(RECORD_STATUSES).sum()) if "status" in frame else 0
@@ -242,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             args.table_out,
             recorded,
             [commit for _, commit in dirty],
+            skipped,
         )
         print(f"{args.table_out}.md: from {finished} of {total} runs", file=sys.stderr)
     if args.choice_out:

@@ -199,6 +199,19 @@ def test_a_run_from_a_dirty_tree_is_refused_unless_allowed(tmp_path, monkeypatch
     shutil.rmtree(dirs[0].parent / "seed1")
     with pytest.raises(SystemExit, match="ran on uncommitted code"):
         main(["quick", "table1", "--config", config, "--out", "o2.csv", "--record", "o.csv"])
+    # --skip-dirty: the recorded dirty run is left out of the table and the cells (as not run),
+    # the record keeps its row; a dirty run on this machine is refused (delete it first)
+    main([*args[:4], "--out", "o3.csv", "--record", "o.csv", "--table-out", "t3", "--skip-dirty"])
+    t3 = (tmp_path / "t3.md").read_text()
+    assert "1 run(s) made from uncommitted code" in t3 and "left out (--skip-dirty)" in t3
+    assert "PARTIAL" in t3 and "DIRTY" not in t3
+    assert dirty in pd.read_csv("o3.csv")["git_commit"].tolist()
+    shutil.copytree(make(seed=1, git_commit=dirty), dirs[0].parent / "seed1")
+    with pytest.raises(SystemExit, match="--skip-dirty: 1 run.*delete their folders"):
+        main([*args, "--skip-dirty"])
+    with pytest.raises(SystemExit, match="exclude each other"):
+        main([*args, "--skip-dirty", "--allow-dirty"])
+    shutil.rmtree(dirs[0].parent / "seed1")
     # clean runs only: written, no note
     shutil.copytree(make(seed=1, git_commit=clean), dirs[0].parent / "seed1")
     main(args)
