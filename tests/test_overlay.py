@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -270,16 +271,39 @@ def test_a_file_plugin_row_and_an_edit_reruns_only_its_runs(workspace, tmp_path_
     assert {a: _metrics(ws, a) for a in published} == published
 
 
+PACKAGE_TOML = """[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "my-package"
+version = "0.1"
+
+[project.entry-points."fedbench.algorithms"]
+mine_ep = "my_package.module:Mine"
+"""
+
+
 @pytest.mark.workflow
 def test_an_installed_entry_point_row(workspace, tmp_path_factory):
+    """docs/extending.md's package route: a package whose pyproject declares the entry point,
+    installed with pip (into a temporary site: --target keeps the shared venv as it was, and
+    --no-build-isolation --no-deps keeps pip offline), then an overlay without `plugins`."""
     ws, env, before = workspace
-    site = tmp_path_factory.mktemp("site")
-    (site / "my_method_ep.py").write_text(MINE.format(name="mine_ep"))
-    info = site / "my_method_ep-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-method-ep\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[fedbench.algorithms]\nmine_ep = my_method_ep:Mine\n")
-    overlay = site / "ep.yaml"
+    work = tmp_path_factory.mktemp("pkg")
+    package = work / "my-package"
+    (package / "my_package").mkdir(parents=True)
+    (package / "pyproject.toml").write_text(PACKAGE_TOML)
+    (package / "my_package" / "__init__.py").write_text("")
+    (package / "my_package" / "module.py").write_text(MINE.format(name="mine_ep"))
+    site = work / "site"
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation"]
+    done = subprocess.run(
+        [*pip, "--target", str(site), str(package)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (site / "my_package-0.1.dist-info" / "entry_points.txt").is_file()
+    overlay = work / "ep.yaml"
     overlay.write_text(
         yaml.safe_dump(
             {

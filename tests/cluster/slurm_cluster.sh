@@ -326,10 +326,11 @@ log "train jobs in sacct: $N_TRAIN; with ReqMem=8000M Timelimit=04:00:00 ReqCPUS
 # logs under .snakemake/slurm_logs/rule_{rule}/{wildcards}/{jobid}.log, deleted when the job
 # succeeds unless --slurm-keep-successful-logs.
 N_TRAIN_LOGS=$(find "$WS_SLURM/logs/smoke/train" -name '*.log' | wc -l)
-N_SLURM_LOGS=$(find "$WS_SLURM/.snakemake/slurm_logs" -name '*.log' 2>/dev/null | wc -l)
+N_SLURM_LOGS=0
+[ ! -d "$WS_SLURM/.snakemake/slurm_logs" ] || N_SLURM_LOGS=$(find "$WS_SLURM/.snakemake/slurm_logs" -name '*.log' | wc -l)
 log "run logs logs/smoke/train/**.log: $N_TRAIN_LOGS; SLURM logs left in .snakemake/slurm_logs: $N_SLURM_LOGS"
 [ "$N_TRAIN_LOGS" = "$N_IDENTICAL" ] || die "missing training logs"
-grep -q 'slurm_logs' "$ST/log/snakemake-slurm.log" && grep -m1 'slurm_logs' "$ST/log/snakemake-slurm.log" || true
+grep -m1 'submitted with SLURM jobid' "$ST/log/snakemake-slurm.log" || true
 T_MAIN=$(date +%s)
 
 # --- 4. faults ----------------------------------------------------------------------------------
