@@ -265,19 +265,14 @@ class GenerativeFedAvg(LocalSteps, ServerOutputs, ServerTraining, Algorithm):
         )
 
     def server_fitted(
-        self,
-        fit: ServerFit,
-        params: Params,
-        global_params: Params,
-        server_state: State,
-        ctx: ServerContext,
-    ) -> tuple[Params, State]:
+        self, fit: ServerFit, params: Params, state: State, ctx: ServerContext
+    ) -> tuple[Params | None, State]:
         """The classifier kept in the server state (the global model stays the generator), its
         samples in [0, 1] for the artifacts, and their FID."""
         lo, hi = self.OUTPUT_RANGE
         x = fit.x
         state = {
-            **server_state,
+            **state,
             "classifier": params,
             "x": ((x - lo) / (hi - lo)).clamp(0.0, 1.0),
             "y": fit.y,
@@ -287,7 +282,7 @@ class GenerativeFedAvg(LocalSteps, ServerOutputs, ServerTraining, Algorithm):
             state["fid"] = synthetic_fid(
                 images, ctx.test[0], self.fid, self.fid_extractor, self.fid_weights
             )
-        return global_params, state
+        return None, state
 
     def eval_model(
         self, apply: Apply, global_params: Params, server_state: State

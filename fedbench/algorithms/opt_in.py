@@ -265,16 +265,12 @@ class ServerTraining:
         return None
 
     def server_fitted(
-        self,
-        fit: ServerFit,
-        params: Params,
-        global_params: Params,
-        server_state: State,
-        ctx: ServerContext,
-    ) -> tuple[Params, State]:
-        """The round's global parameters and server state given the trained `params`: by
-        default the trained network is the new global model (FedEvg's classifier)."""
-        return params, server_state
+        self, fit: ServerFit, params: Params, state: State, ctx: ServerContext
+    ) -> tuple[Params | None, State]:
+        """Where the trained `params` go: (the new global parameters, or None to keep the
+        aggregated ones; the server state). By default the trained network is the new global
+        model (FedEvg's classifier)."""
+        return params, state
 
 
 class FrozenPasses(LocalSteps):

@@ -96,4 +96,5 @@ def train_server(
         apply = net.apply
         init = task.init if task.init is not None else net.init(task.seed)
     params = fit(task, apply, init, ctx.rng)
-    return training.server_fitted(task, params, global_params, server_state, ctx)
+    new_global, state = training.server_fitted(task, params, server_state, ctx)
+    return (global_params if new_global is None else new_global), state

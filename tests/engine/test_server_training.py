@@ -62,8 +62,8 @@ class OwnClassifier(ServerTraining, Algorithm):
         x = torch.rand(2, 1, 8, 8, generator=ctx.rng)
         return ServerFit(x, torch.tensor([0, 1]), epochs=1, batch=2, lr=1e-3, seed=7)
 
-    def server_fitted(self, fit, params, global_params, server_state, ctx):
-        return global_params, {**server_state, "classifier": params, "x": fit.x}
+    def server_fitted(self, fit, params, state, ctx):
+        return None, {**state, "classifier": params, "x": fit.x}
 
 
 def test_a_network_of_its_own_is_built_by_the_engine_from_the_tasks_seed():
