@@ -10,7 +10,7 @@ export XDG_CACHE_HOME ?= $(CURDIR)/.cache
 # Put the venv first on PATH so Snakemake `shell:` rules and `python` resolve to it.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: browser setup data quick test bench lint lint-only format clean
+.PHONY: browser setup data quick test bench lint lint-only format clean cluster-test
 
 setup: $(VENV)/.installed
 
@@ -91,3 +91,8 @@ format: setup
 
 clean:
 	rm -rf results/smoke .snakemake/incomplete
+
+# A real one-node SLURM cluster on localhost (root, Debian): installs slurm-wlm, slurmdbd, munge and
+# mariadb-server, runs the quick smoke grid through profiles/slurm, stops every daemon (issue 42).
+cluster-test: setup
+	bash tests/cluster/slurm_cluster.sh
