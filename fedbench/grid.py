@@ -108,7 +108,8 @@ def _check_shapes(where: str, out: dict[str, Any]) -> None:
         if key in out and not isinstance(out[key], str):
             raise ConfigError(f"{where}.{key}: expected a string, got {out[key]!r}")
     for axis in ("rows", "columns"):
-        for i, entry in enumerate(out.get(axis) or [] if isinstance(out.get(axis), list) else []):
+        entries = out.get(axis)
+        for i, entry in enumerate(entries if isinstance(entries, list) else []):
             place = f"{where}.{axis}[{i}]"
             if not isinstance(entry, dict):
                 raise ConfigError(f"{place}: expected a mapping with an 'id', got {entry!r}")
