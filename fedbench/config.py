@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -733,8 +734,19 @@ def plugin_provenance(registry: Any, name: str) -> dict[str, str] | None:
     if path is None:
         found = importlib.util.find_spec(target.rpartition(":")[0])
         path = Path(found.origin) if found is not None and found.origin else None
-    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else ""
+    digest = "" if path is None else _file_sha256(str(path), *_stamp(path))
     return {"target": target, "file": str(path or ""), "sha256": digest}
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=64)
+def _file_sha256(path: str, mtime_ns: int, size: int) -> str:
+    """A plugin file's sha256, read once per version of the file (every run of the grid asks)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def register_spec_plugins(spec: dict[str, Any]) -> None:
