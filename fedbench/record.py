@@ -24,6 +24,10 @@ anyway, and the table's notes then say how many runs are dirty and which commits
 `--skip-dirty` leaves them out of the table and the cells file (as if not run, so a cell averages
 its clean seeds), while `--out` keeps their rows for the record.
 
+`--shared` reads a `--record` made for another table (another grid's, or the same grid's), taking
+the runs the two have in common: pFedBreD's Table 1 cells from the Fashion-MNIST record, whose
+runs are Table 1's Fashion-MNIST cells.
+
 `--cells-out CSV` writes what the claims read (fedbench.claims): each cell's value per seed, as
 the table reads it (a curve figure's name instead of a table's: each curve's mean over its rounds,
 `fedbench.claims.evaluate.read_figure`), from the runs finished here (grid, table, scale, row,
@@ -200,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
         "--record", default=None, help="an earlier --out: keep its finished runs not found here"
     )
     ap.add_argument(
+        "--shared",
+        action="store_true",
+        help="--record is another table's (of any grid at this scale): read the runs the two "
+        "share, skip its others",
+    )
+    ap.add_argument(
         "--cells-out", default=None, help="also write each cell's value per seed (for the claims)"
     )
     ap.add_argument(
@@ -225,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     frame = summarise_runs(dirs, metric, stat, scale)
     recorded = {}
     if args.record:
-        rows = read_record(args.record, scale, dirs)
+        rows = read_record(args.record, scale, dirs, shared=args.shared)
         frame, taken = merge_record(frame, rows, dirs)
         recorded = {
             d: recorded_run(rows[d], d, scale, metric, stat, Path(args.record)) for d in taken

@@ -15,6 +15,8 @@ A file looks like::
                 better: lower}          # or a list of checks, which must all hold
         quick: {form: order, table: table9, ...}   # the same comparison in the quick grid
         quick_note: "..."               # what the small-scale table is (optional)
+        runs: {form: order, table: table9, ...}    # the part of `check` our runs can read
+        runs_note: "..."                # which part, and why (required with `runs`)
         note: "..."                     # how the sentence was read (optional)
       - id: converges-faster
         line: 457
@@ -23,7 +25,10 @@ A file looks like::
         untestable: "Figure 1's curves; no table cell reads the convergence speed"
 
 `check` reads the paper-scale grid's tables (and the paper's printed values of the same cells,
-through a row's `paper_ref` where it has one), `quick` the quick grid's. A claim no table can
+through a row's `paper_ref` where it has one), `quick` the quick grid's. `runs` replaces `check`
+for our paper-scale runs where they cover part of what the claim reads (pFedBreD's Fashion-MNIST
+columns of an eight-benchmark table): the same grid, the cells our runs have; `runs_note` says
+what is left out, and the page marks that verdict as a part. A claim no table can
 test names why in `untestable` (it may still carry a `quick` check when a small-scale table
 tests it). Every error names the file, the claim and the key.
 """
@@ -56,6 +61,8 @@ CLAIM_KEYS = (
     "check",
     "quick",
     "quick_note",
+    "runs",
+    "runs_note",
     "note",
     "untestable",
 )
@@ -76,6 +83,13 @@ class Claim:
     untestable: str = ""
     note: str = ""
     quick_note: str = ""
+    runs: tuple[Test, ...] = ()  # on our paper-scale runs, where they cover part of `checks`
+    runs_note: str = ""
+
+    @property
+    def ours_tests(self) -> tuple[Test, ...]:
+        """The tests our paper-scale runs are read with: `runs` where given, else `checks`."""
+        return self.runs or self.checks
 
     @property
     def lines(self) -> str:
@@ -182,6 +196,11 @@ def _claim(where: str, raw: Any, cf: dict) -> Claim:
     quick = _tests(f"{where}.quick", raw["quick"], cf["quick"], "quick") if "quick" in raw else ()
     if "quick_note" in raw and not quick:
         raise ClaimError(f"{where}.quick_note: the claim has no quick check")
+    runs = _tests(f"{where}.runs", raw["runs"], cf["paper"], "paper") if "runs" in raw else ()
+    if runs and not checks:
+        raise ClaimError(f"{where}.runs: a part of the claim's 'check', which it lacks")
+    if bool(runs) != ("runs_note" in raw):
+        raise ClaimError(f"{where}: 'runs' and 'runs_note' go together (what our runs leave out)")
     printed = cf["printed"]
     if checks and len(printed):
         for i, test in enumerate(checks):
@@ -203,6 +222,8 @@ def _claim(where: str, raw: Any, cf: dict) -> Claim:
         untestable=_text(where, "untestable", raw) if "untestable" in raw else "",
         note=_text(where, "note", raw, required=False),
         quick_note=_text(where, "quick_note", raw, required=False),
+        runs=runs,
+        runs_note=_text(where, "runs_note", raw) if runs else "",
     )
 
 

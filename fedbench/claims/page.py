@@ -90,7 +90,7 @@ def evaluate_work(cf: ClaimsFile, catalog: dict, scale: str) -> WorkPage:
     the quick grid at `small_scale(scale)`."""
     quick_scale = small_scale(scale)
     paper_reads = (
-        read_grid(cf.paper_grid, [t for c in cf.claims for t in c.checks], catalog, scale)
+        read_grid(cf.paper_grid, [t for c in cf.claims for t in c.ours_tests], catalog, scale)
         if cf.paper_grid is not None
         else {}
     )
@@ -102,7 +102,7 @@ def evaluate_work(cf: ClaimsFile, catalog: dict, scale: str) -> WorkPage:
     rows = []
     for c in cf.claims:
         printed = read_printed(c.checks, cf.paper_grid, cf.printed) if c.checks else None
-        ours = read_runs(c.checks, paper_reads) if c.checks else None
+        ours = read_runs(c.ours_tests, paper_reads) if c.ours_tests else None
         small = read_runs(c.quick, quick_reads) if c.quick else None
         rows.append(ClaimVerdicts(c, printed, ours, small))
     return WorkPage(
@@ -209,7 +209,7 @@ def _table_rows(page: WorkPage) -> list[list[str]]:
             r.claim.lines,
             r.claim.section,
             _verdict(r.printed, r.claim),
-            _verdict(r.ours, r.claim),
+            _verdict(r.ours, r.claim) + (" (part)" if r.claim.runs and r.ours else ""),
             _verdict(r.small, r.claim),
         ]
         for r in page.rows
@@ -235,6 +235,11 @@ def to_markdown(page: WorkPage) -> str:
             out.append(f"- No table tests it: {c.untestable}")
         if c.checks:
             out.append(f"- Cells: {'; '.join(t.text for t in c.checks)}")
+        if c.runs:
+            out.append(
+                f"- Cells our runs read (a part of the claim): {'; '.join(t.text for t in c.runs)}"
+            )
+            out.append(f"- Left out of our reading: {c.runs_note}")
         for label, reading in (("Paper's own tables", r.printed), ("Ours", r.ours)):
             if reading is not None:
                 out += _reading_lines(label, reading)
@@ -277,7 +282,8 @@ def csv_rows(page: WorkPage) -> list[dict[str, str]]:
             "printed": _verdict(r.printed, r.claim),
             "printed_detail": _detail(r.printed),
             "ours": _verdict(r.ours, r.claim),
-            "ours_detail": _detail(r.ours),
+            "ours_detail": (f"part: {r.claim.runs_note}; " if r.claim.runs and r.ours else "")
+            + _detail(r.ours),
             "small": _verdict(r.small, r.claim),
             "small_detail": _detail(r.small),
             "untestable": r.claim.untestable,
@@ -433,7 +439,7 @@ def page_inputs(work: str, catalog: dict, scale: str, config_dir="config") -> li
     cf = load_claims(work, catalog, Path(config_dir) / "config.yaml")
     files = [str(cf.path), *(str(p) for p in record_files(RECORDS))]
     for grid, tests, at in (
-        (cf.paper_grid, [t for c in cf.claims for t in c.checks], scale),
+        (cf.paper_grid, [t for c in cf.claims for t in c.ours_tests], scale),
         (cf.quick_grid, [t for c in cf.claims for t in c.quick], small_scale(scale)),
     ):
         if grid is not None:

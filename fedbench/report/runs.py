@@ -91,9 +91,12 @@ def final_detail(record: dict, protocol: str, metric: str) -> str | None:
     return json.dumps(detail, separators=(",", ":"), sort_keys=True)
 
 
-def read_record(path: str | Path, scale: str, run_dirs: list[Path]) -> dict[Path, pd.Series]:
+def read_record(
+    path: str | Path, scale: str, run_dirs: list[Path], shared: bool = False
+) -> dict[Path, pd.Series]:
     """The rows of finished runs (status ok or diverged) in an earlier `--out` of this table, by
-    run directory; a row of another scale, or of a run the table does not have, is an error."""
+    run directory; a row of another scale, or of a run the table does not have, is an error
+    (`shared`: the record is another table's, and only the runs the two share are read)."""
     path = Path(path)
     if not path.is_file():
         raise SystemExit(f"--record {path}: no such file")
@@ -113,6 +116,8 @@ def read_record(path: str | Path, scale: str, run_dirs: list[Path]) -> dict[Path
         if row["scale"] != scale:
             raise SystemExit(f"{where}: scale {row['scale']!r}, the table is at scale {scale!r}")
         key = tuple(int(row[c]) if c == "seed" else str(row[c]) for c in KEY_COLUMNS)
+        if key not in runs and shared:
+            continue
         if key not in runs:
             raise SystemExit(f"{where}: {'/'.join(map(str, key))} is not a run of this table")
         if row["status"] == "diverged" and pd.isna(row.get("diverged_round")):

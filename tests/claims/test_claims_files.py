@@ -146,6 +146,12 @@ BAD_CLAIMS = [
     (GOOD, "(demo): needs a 'check', a 'quick' check or an 'untestable' reason"),
     ({**GOOD, "check": CHECK, "chek": 1}, "(demo): unknown key(s) ['chek']"),
     ({**GOOD, "check": CHECK, "quick": CHECK}, "(demo).quick: the file names no quick grid"),
+    ({**GOOD, "check": CHECK, "runs": {**CHECK, "columns": ["fmnist-dnn"]}},
+     "(demo): 'runs' and 'runs_note' go together"),
+    ({**GOOD, "untestable": "no table reads it at all", "runs": CHECK, "runs_note": "n"},
+     "(demo).runs: a part of the claim's 'check', which it lacks"),
+    ({**GOOD, "check": CHECK, "runs": {**CHECK, "row": "zz"}, "runs_note": "n"},
+     "(demo).runs.row: 'zz' is not a row"),
 ]  # fmt: skip
 
 
@@ -202,3 +208,28 @@ def test_claims_files_are_yaml_mappings_with_the_documented_keys():
     for work in WORKS:
         doc = yaml.safe_load((ROOT / "fedbench" / "papers" / "claims" / f"{work}.yaml").read_text())
         assert doc["work"] == work and doc["claims"]
+
+
+def test_runs_narrow_the_check_to_what_our_runs_cover_and_the_page_says_so(quick_runs, catalog):
+    from fedbench.claims.page import csv_rows, evaluate_work, to_markdown
+
+    check = {"form": "order", "table": "table1", "row": "scaffold", "over": ["fedavg"]}
+    claim = {**GOOD, "check": {**check, "columns": ["image-shards", "synthetic"]}}
+    claim |= {"runs": {**check, "columns": ["image-shards"]}, "runs_note": "Synthetic not run"}
+    doc = {"work": "quick", "text": "x.txt", "grids": {"paper": "quick"}, "claims": [claim]}
+    path = Path("quick.yaml")
+    write_yaml(path, doc)
+    cf = read_claims(path, catalog, GRIDS)
+    (row,) = evaluate_work(cf, catalog, "quick").rows
+    assert [r.label for r in row.ours.results] == ["table1: scaffold above fedavg in image-shards"]
+    assert row.ours.verdict == SUPPORTED and row.printed.verdict == NO_VALUES
+    page = evaluate_work(cf, catalog, "quick")
+    md = to_markdown(page)
+    assert "| supported (part) |" in md and "- Left out of our reading: Synthetic not run" in md
+    (out,) = csv_rows(page)
+    assert out["ours"] == SUPPORTED and out["ours_detail"].startswith("part: Synthetic not run; ")
+    # without `runs`, the same claim is read on both columns
+    del claim["runs"], claim["runs_note"]
+    write_yaml(path, doc | {"claims": [claim]})
+    (row,) = evaluate_work(read_claims(path, catalog, GRIDS), catalog, "quick").rows
+    assert len(row.ours.results) == 2

@@ -135,3 +135,40 @@ def test_a_curve_figure_reads_as_each_runs_curve_mean_and_records_like_a_table(
     shutil.rmtree("results")  # a fresh clone: the record only
     again = read_table(quick_runs, "figure1", catalog, "quick", records=folder)
     assert again.record and again.values == read.values
+
+
+def test_a_record_of_another_table_gives_the_runs_the_two_share_with_shared(
+    quick_runs, catalog, tmp_path
+):
+    """pFedBreD's Table 1 cells from its Fashion-MNIST table's record: `--shared` reads the
+    record's runs that this table has and skips its others; without it they are an error."""
+    argv = ["quick", "table1", "--scale", "quick", "--config", str(CONFIG)]
+    whole = _record(tmp_path)
+    assert record.main([*argv, "--out", "first.csv"]) == 0
+    with open("first.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    other = {**rows[0], "algorithm": "fedprox-mu1"}  # a run of no cell of table1
+    with open("other.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows([*rows, other])
+    shutil.rmtree("results/quick/runs")  # no run here: every cell from the record
+    with pytest.raises(SystemExit, match="fedprox-mu1/0 is not a run of this table"):
+        record.main([*argv, "--out", "x.csv", "--record", "other.csv"])
+    shared = tmp_path / "shared.csv"
+    assert (
+        record.main(
+            [
+                *argv,
+                "--out",
+                "x.csv",
+                "--record",
+                "other.csv",
+                "--shared",
+                "--cells-out",
+                str(shared),
+            ]
+        )
+        == 0
+    )
+    assert shared.read_text() == whole.read_text()
