@@ -1,11 +1,15 @@
 """The fix on the terminal: at the end of a failed Snakemake run (its `onerror` handler), each
 failed job's "what to do" line, read from the job's own log (`fedbench.jobs._job` writes it last),
-so the user need not open the log files Snakemake's error message only names."""
+so the user need not open the log files Snakemake's error message only names; and for a job a
+cluster scheduler stopped at its limit (SLURM's TIMEOUT, OUT_OF_MEMORY), which writes no advice of
+its own, the resource to raise and how."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ADVICE = "what to do: "
@@ -13,15 +17,96 @@ ADVICE = "what to do: "
 JOB_LOGS = re.compile(r"^\s*log: (.+?) \(check log file\(s\) for error details\)\s*$")
 
 
+# snakemake-executor-plugin-slurm's error message, inside Snakemake's "Error in rule R:" block.
+SLURM_FAILED = re.compile(r"SLURM-job '(\d+)' failed, SLURM status is: '([A-Z_]+)'")
+RULE_ERROR = re.compile(r"^Error in rule ([A-Za-z_][A-Za-z0-9_]*):")
+# status -> (Snakemake resource, sbatch option, sacct field, what it limits)
+LIMITS = {
+    "TIMEOUT": ("runtime", "--time", "Timelimit", "time limit"),
+    "DEADLINE": ("runtime", "--time", "Timelimit", "deadline"),
+    "OUT_OF_MEMORY": ("mem_mb", "--mem", "ReqMem", "memory"),
+}
+
+
+def _log_lines(run_logs: list[str | Path]):
+    """Each readable log's lines (an unreadable one is skipped: the advice is a courtesy)."""
+    for run_log in run_logs:
+        try:
+            yield Path(run_log).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+
+
+def _sacct_field(jobid: str, field: str) -> str | None:
+    """One field of a SLURM job as sacct prints it (None without sacct or an answer)."""
+    try:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", jobid, f"--format={field}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = [s.strip() for s in out.stdout.splitlines() if s.strip()]
+    return lines[0] if out.returncode == 0 and lines else None
+
+
+def _minutes(limit: str) -> int | None:
+    """sacct's Timelimit ([D-]HH:MM:SS or MM:SS) in whole minutes."""
+    m = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", limit)
+    if not m:
+        return None
+    d, h, mi, s = (int(x) if x else 0 for x in m.groups())
+    return d * 1440 + h * 60 + mi + (s > 0)
+
+
+def _megabytes(mem: str) -> int | None:
+    """sacct's ReqMem (8000M, 8G, 1T; an older sacct's trailing n/c per node/cpu) in MB."""
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT])[nc]?", mem)
+    if not m:
+        return None
+    scale = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2)]
+    return max(1, round(float(m.group(1)) * scale))
+
+
+def scheduler_limits(
+    run_logs: list[str | Path], sacct: Callable[[str, str], str | None] = _sacct_field
+) -> list[str]:
+    """One line per job that the cluster scheduler stopped at a limit of its own (a SLURM job of
+    status TIMEOUT, DEADLINE or OUT_OF_MEMORY in Snakemake's log): the rule, the limit, its value
+    (read back with sacct where it answers) and the `--set-resources` that doubles it."""
+    advice: dict[str, None] = {}
+    for lines in _log_lines(run_logs):
+        rule = None
+        for line in lines:
+            if m := RULE_ERROR.match(line):
+                rule = m.group(1)
+            m = SLURM_FAILED.search(line)
+            if not m or m.group(2) not in LIMITS:
+                continue
+            jobid, status = m.groups()
+            resource, option, field, what = LIMITS[status]
+            value = sacct(jobid, field)
+            now = (_minutes if resource == "runtime" else _megabytes)(value) if value else None
+            unit = "minutes" if resource == "runtime" else "MB"
+            raised = f"{resource}={2 * now}" if now else f"{resource}=<{unit}>"
+            held = f"{now} {unit}, sacct {field} {value}" if now else f"sbatch {option}"
+            name = rule or "RULE"
+            advice[
+                f"SLURM job {jobid} (rule {name}) was stopped at its {what} ({status}; {resource}: "
+                f"{held}): raise it, e.g. `--set-resources {name}:{raised}` on the command line "
+                f"or under set-resources in your profile, then rerun with --rerun-incomplete "
+                "(a training run resumes from its last checkpoint)"
+            ] = None
+    return list(advice)
+
+
 def failed_job_logs(run_logs: list[str | Path]) -> list[Path]:
     """The log files of the failed jobs that Snakemake's own log files name, in order, once."""
     found: dict[str, None] = {}
-    for run_log in run_logs:
-        try:
-            text = Path(run_log).read_text(errors="replace")
-        except OSError:
-            continue
-        for line in text.splitlines():
+    for lines in _log_lines(run_logs):
+        for line in lines:
             m = JOB_LOGS.match(line)
             if m:
                 found.update(dict.fromkeys(p.strip() for p in m.group(1).split(", ")))
@@ -50,7 +135,12 @@ def print_advice(run_logs, stream=None) -> int:
         print("\nfedbench: what to do, for each failed job (from its log):", file=stream)
         for path, text in advice:
             print(f"  {path}:\n    {text}", file=stream)
-    return len(advice)
+    limits = scheduler_limits(logs)
+    if limits:
+        print("\nfedbench: what to do, for each job the scheduler stopped at a limit:", file=stream)
+        for text in limits:
+            print(f"  {text}", file=stream)
+    return len(advice) + len(limits)
 
 
 def unknown_target(targets: list[str], rule_names: list[str]) -> str | None:

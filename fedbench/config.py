@@ -48,6 +48,7 @@ TOP_KEYS = (
     "device",
     "gpus_per_run",
     "checkpoint_every",
+    "checkpoint_min_seconds",
     "warm_worker",
     "plugins",
     "add_rows",
@@ -466,6 +467,11 @@ def _check_top_values(catalog: dict) -> None:
     every = catalog.get("checkpoint_every", 10)
     if not _is_int(every) or every < 0:
         raise ConfigError(f"checkpoint_every: must be an integer >= 0 (0 = off), got {every!r}")
+    least = catalog.get("checkpoint_min_seconds", 60)
+    if isinstance(least, bool) or not isinstance(least, (int, float)) or not 0 <= least <= 600:
+        raise ConfigError(
+            f"checkpoint_min_seconds: must be a number of seconds in [0, 600], got {least!r}"
+        )
     warm = catalog.get("warm_worker", "auto")
     if not (isinstance(warm, bool) or warm == "auto"):
         raise ConfigError(

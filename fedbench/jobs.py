@@ -129,6 +129,7 @@ def train(
     device: str,
     gpus: int,
     checkpoint_every: int,
+    checkpoint_min_seconds: float = 60.0,
 ) -> None:
     """Train one run: `outputs` maps metrics, run (and params, when the rule names it) to paths.
     A job that asked for a GPU holds one of the machine's GPUs (profiles/multigpu: one per GPU)."""
@@ -149,7 +150,9 @@ def train(
             threads=threads,
             device=device,
             params_path=outputs.get("params"),  # absent in a workflow parsed before it existed
-            checkpoint=CheckpointPolicy(every_rounds=int(checkpoint_every)),
+            checkpoint=CheckpointPolicy(
+                every_rounds=int(checkpoint_every), min_seconds=float(checkpoint_min_seconds)
+            ),
         )
 
 

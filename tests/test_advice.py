@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import io
 
-from fedbench.advice import failed_job_logs, job_advice, print_advice
+from fedbench.advice import (
+    _megabytes,
+    _minutes,
+    failed_job_logs,
+    job_advice,
+    print_advice,
+    scheduler_limits,
+)
 
 # As Snakemake 9 writes an error block into .snakemake/log/*.snakemake.log (snakemake/logging.py).
 RUN_LOG = """\
@@ -42,3 +49,64 @@ def test_each_failed_jobs_advice_is_printed_once(tmp_path):
     # a missing log or run log is passed over; a lone path works like a list
     assert print_advice(tmp_path / "missing.log", io.StringIO()) == 0
     assert job_advice(tmp_path / "missing.log") is None
+
+
+# snakemake-executor-plugin-slurm 2.8's message for jobs SLURM stopped, inside Snakemake's block.
+SLURM_LOG = """\
+Error in rule train:
+    message: SLURM-job '41' failed, SLURM status is: 'TIMEOUT'. Reason: Step 0: None.
+    jobid: 2
+    external_jobid: 41
+Error in rule landscape:
+    message: SLURM-job '42' failed, SLURM status is: 'OUT_OF_MEMORY'. Reason: Unknown.
+    jobid: 7
+Error in rule train:
+    message: SLURM-job '43' failed, SLURM status is: 'FAILED'. Reason: Unknown.
+Error in rule partition:
+    message: SLURM-job '44' failed, SLURM status is: 'TIMEOUT'. Reason: Unknown.
+"""
+
+
+def test_a_job_stopped_at_a_scheduler_limit_names_the_resource_to_raise(tmp_path):
+    run_log = tmp_path / "run.snakemake.log"
+    run_log.write_text(SLURM_LOG)
+    asked = []
+
+    def sacct(jobid, field):
+        asked.append((jobid, field))
+        return {"41": "00:01:00", "42": "8G"}.get(jobid)  # job 44: sacct has no answer
+
+    lines = scheduler_limits([run_log], sacct)
+    assert asked == [("41", "Timelimit"), ("42", "ReqMem"), ("44", "Timelimit")]  # not FAILED
+    assert len(lines) == 3
+    assert (
+        "SLURM job 41 (rule train) was stopped at its time limit (TIMEOUT; runtime: 1 minutes"
+        in lines[0]
+    )
+    assert "`--set-resources train:runtime=2`" in lines[0] and "--rerun-incomplete" in lines[0]
+    assert "(rule landscape) was stopped at its memory (OUT_OF_MEMORY; mem_mb: 8192 MB" in lines[1]
+    assert "`--set-resources landscape:mem_mb=16384`" in lines[1]
+    assert (
+        "(rule partition)" in lines[2]
+        and "`--set-resources partition:runtime=<minutes>`" in lines[2]
+    )
+    out = io.StringIO()
+    # the real sacct is absent or knows no such jobs here: the line still names the resource
+    assert print_advice(str(run_log), out) == 3
+    assert "each job the scheduler stopped at a limit" in out.getvalue()
+
+
+def test_sacct_limits_are_read_in_minutes_and_megabytes():
+    assert [_minutes(s) for s in ("01:00", "04:00:00", "1-00:00:30", "UNLIMITED")] == [
+        1,
+        240,
+        1441,
+        None,
+    ]
+    assert [_megabytes(s) for s in ("8000M", "2G", "512K", "4Gn", "x")] == [
+        8000,
+        2048,
+        1,
+        4096,
+        None,
+    ]

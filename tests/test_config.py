@@ -163,6 +163,16 @@ def test_checkpoint_every_is_checked_at_dag_build(catalog, bad):
     validate_catalog(c)
 
 
+@pytest.mark.parametrize("bad", [-1, 601, "soon", True, None])
+def test_checkpoint_min_seconds_is_checked_at_dag_build(catalog, bad):
+    c = copy.deepcopy(catalog)
+    c["checkpoint_min_seconds"] = bad
+    with pytest.raises(ConfigError, match="checkpoint_min_seconds"):
+        validate_catalog(c)
+    c["checkpoint_min_seconds"] = 0  # a checkpoint every checkpoint_every rounds, however fast
+    validate_catalog(c)
+
+
 @pytest.mark.parametrize("bad", ["yes", 1, None])
 def test_warm_worker_is_checked_at_dag_build(catalog, bad):
     c = copy.deepcopy(catalog)
