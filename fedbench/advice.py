@@ -70,32 +70,58 @@ def _megabytes(mem: str) -> int | None:
     return max(1, round(float(m.group(1)) * scale))
 
 
+def _limit_in_logs(paths: list[str]) -> str | None:
+    """The limit a job's own SLURM log says stopped it: where memory is enforced by polling
+    (jobacct_gather's OverMemoryKill, no cgroup) SLURM records the job as FAILED and only the
+    log's "exceeded memory limit" says why; a time limit reads "DUE TO TIME LIMIT"."""
+    for lines in _log_lines([p for p in paths if p.endswith(".log")]):
+        for line in lines:
+            if "exceeded memory limit" in line.lower():
+                return "OUT_OF_MEMORY"
+            if "DUE TO TIME LIMIT" in line:
+                return "TIMEOUT"
+    return None
+
+
+def _error_blocks(lines: list[str]):
+    """(rule, SLURM job id, SLURM status, the block's log files) per Snakemake error block that
+    names a SLURM job."""
+    block: dict | None = None
+    for line in [*lines, "Error in rule _end:"]:
+        if m := RULE_ERROR.match(line):
+            if block and block["job"]:
+                yield block["rule"], *block["job"], block["logs"]
+            block = {"rule": m.group(1), "job": None, "logs": []}
+        elif block is not None:
+            if m := SLURM_FAILED.search(line):
+                block["job"] = m.groups()
+            elif m := JOB_LOGS.match(line):
+                block["logs"] = [s.strip() for s in m.group(1).split(", ")]
+
+
 def scheduler_limits(
     run_logs: list[str | Path], sacct: Callable[[str, str], str | None] = _sacct_field
 ) -> list[str]:
     """One line per job that the cluster scheduler stopped at a limit of its own (a SLURM job of
-    status TIMEOUT, DEADLINE or OUT_OF_MEMORY in Snakemake's log): the rule, the limit, its value
-    (read back with sacct where it answers) and the `--set-resources` that doubles it."""
+    status TIMEOUT, DEADLINE or OUT_OF_MEMORY in Snakemake's log, or one whose SLURM log says it
+    exceeded its memory or time limit): the rule, the limit, its value (read back with sacct
+    where it answers) and the `--set-resources` that doubles it."""
     advice: dict[str, None] = {}
     for lines in _log_lines(run_logs):
-        rule = None
-        for line in lines:
-            if m := RULE_ERROR.match(line):
-                rule = m.group(1)
-            m = SLURM_FAILED.search(line)
-            if not m or m.group(2) not in LIMITS:
+        for rule, jobid, status, logs in _error_blocks(lines):
+            limit = status if status in LIMITS else _limit_in_logs(logs)
+            if limit is None:
                 continue
-            jobid, status = m.groups()
-            resource, option, field, what = LIMITS[status]
+            resource, option, field, what = LIMITS[limit]
             value = sacct(jobid, field)
             now = (_minutes if resource == "runtime" else _megabytes)(value) if value else None
             unit = "minutes" if resource == "runtime" else "MB"
             raised = f"{resource}={2 * now}" if now else f"{resource}=<{unit}>"
             held = f"{now} {unit}, sacct {field} {value}" if now else f"sbatch {option}"
-            name = rule or "RULE"
+            seen = status if limit == status else f"{status}, its SLURM log: {limit}"
             advice[
-                f"SLURM job {jobid} (rule {name}) was stopped at its {what} ({status}; {resource}: "
-                f"{held}): raise it, e.g. `--set-resources {name}:{raised}` on the command line "
+                f"SLURM job {jobid} (rule {rule}) was stopped at its {what} ({seen}; {resource}: "
+                f"{held}): raise it, e.g. `--set-resources {rule}:{raised}` on the command line "
                 f"or under set-resources in your profile, then rerun with --rerun-incomplete "
                 "(a training run resumes from its last checkpoint)"
             ] = None

@@ -64,21 +64,31 @@ Error in rule train:
     message: SLURM-job '43' failed, SLURM status is: 'FAILED'. Reason: Unknown.
 Error in rule partition:
     message: SLURM-job '44' failed, SLURM status is: 'TIMEOUT'. Reason: Unknown.
+Error in rule train:
+    message: SLURM-job '45' failed, SLURM status is: 'FAILED'. Detailed failure reason unavailable
+    log: logs/smoke/train/x.log, {slurm_log} (check log file(s) for error details)
+    external_jobid: 45
 """
 
 
 def test_a_job_stopped_at_a_scheduler_limit_names_the_resource_to_raise(tmp_path):
     run_log = tmp_path / "run.snakemake.log"
-    run_log.write_text(SLURM_LOG)
+    slurm_log = tmp_path / "45.log"  # SLURM 22.05, OverMemoryKill without cgroups: state FAILED
+    slurm_log.write_text(
+        "slurmstepd-vm: error: StepId=45.batch exceeded memory limit (185266176 > 52428800), "
+        "being killed\nslurmstepd-vm: error: Exceeded job memory limit\n"
+    )
+    run_log.write_text(SLURM_LOG.format(slurm_log=slurm_log))
     asked = []
 
     def sacct(jobid, field):
         asked.append((jobid, field))
-        return {"41": "00:01:00", "42": "8G"}.get(jobid)  # job 44: sacct has no answer
+        return {"41": "00:01:00", "42": "8G", "45": "50M"}.get(jobid)  # 44: no answer
 
     lines = scheduler_limits([run_log], sacct)
-    assert asked == [("41", "Timelimit"), ("42", "ReqMem"), ("44", "Timelimit")]  # not FAILED
-    assert len(lines) == 3
+    # job 43 FAILED with no limit in a log: not asked, no line
+    assert asked == [("41", "Timelimit"), ("42", "ReqMem"), ("44", "Timelimit"), ("45", "ReqMem")]
+    assert len(lines) == 4
     assert (
         "SLURM job 41 (rule train) was stopped at its time limit (TIMEOUT; runtime: 1 minutes"
         in lines[0]
@@ -90,9 +100,13 @@ def test_a_job_stopped_at_a_scheduler_limit_names_the_resource_to_raise(tmp_path
         "(rule partition)" in lines[2]
         and "`--set-resources partition:runtime=<minutes>`" in lines[2]
     )
+    assert (
+        "(rule train) was stopped at its memory (FAILED, its SLURM log: OUT_OF_MEMORY" in lines[3]
+    )
+    assert "`--set-resources train:mem_mb=100`" in lines[3]
     out = io.StringIO()
     # the real sacct is absent or knows no such jobs here: the line still names the resource
-    assert print_advice(str(run_log), out) == 3
+    assert print_advice(str(run_log), out) == 4
     assert "each job the scheduler stopped at a limit" in out.getvalue()
 
 

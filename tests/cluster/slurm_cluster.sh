@@ -11,9 +11,14 @@
 #      workflow, every job a SLURM job, and the same grid locally in a second copy, and checks
 #      that every metrics.jsonl is byte-identical, that sbatch got the train rule's mem_mb,
 #      runtime and threads (read back from sacct), and where the logs land;
-#   4. faults (FAULTS=0 skips them): a training job scancel'ed mid-run, then --rerun-incomplete
-#      (byte-identical again); a job whose memory is overridden tiny; a job whose runtime is
-#      overridden to one minute.
+#   4. faults (FAULTS=0 skips them), each checked: a) a training job scancel'ed after its first
+#      checkpoint, reported, then resumed by --rerun-incomplete byte-identical to an uninterrupted
+#      run; b) a job whose memory is overridden tiny and c) one whose runtime is overridden to one
+#      minute: stopped by SLURM, the run ending with fedbench's line naming the resource to raise;
+#      d) the Snakemake head killed (SIGKILL) mid-grid, its queued jobs cancelled, a restart that
+#      trains only the unfinished runs, every metrics.jsonl byte-identical at the end.
+# The long jobs come from tests/cluster/slow.yaml (FedAvg with a sleep a round, as a plugin).
+# Measured: docs/running.md ("A real SLURM cluster").
 # All state (configs, spool, logs, database, the workspaces) lives in /tmp/fedbench-slurm.XXXX;
 # every daemon started here is stopped on exit. KEEP_STATE=1 keeps the database and spool too.
 set -euo pipefail
@@ -84,6 +89,16 @@ cleanup() {
     done
     # slurmd's step daemons of a cancelled job exit on their own; wait for them briefly
     for _ in $(seq 20); do pgrep -f "slurmstepd.*$ST" >/dev/null || break; sleep 0.5; done
+    # With proctrack/linuxproc (no cgroups here) a job step's Snakemake can outlive SLURM's kill
+    # of its job (seen once after the TIMEOUT of fault c): whatever still runs in the workspaces
+    local left
+    left=$(pgrep -f -- "$ST/ws-" || true)
+    if [ -n "$left" ]; then
+        echo "stopping $(wc -w <<<"$left") process(es) left in $ST/ws-*: $(tr '\n' ' ' <<<"$left")"
+        kill -TERM $left 2>/dev/null
+        sleep 2
+        kill -KILL $left 2>/dev/null
+    fi
     [ -z "${ETC_LINK:-}" ] || rm -f "$ETC_LINK"
     [ "${KEEP_STATE:-0}" = 1 ] || rm -rf "$ST/db" "$ST/spool" "$ST/run"
     echo "logs and workspaces kept in $ST"
@@ -334,65 +349,120 @@ grep -m1 'submitted with SLURM jobid' "$ST/log/snakemake-slurm.log" || true
 T_MAIN=$(date +%s)
 
 # --- 4. faults ----------------------------------------------------------------------------------
+# The long jobs come from tests/cluster/slow.yaml (an overlay: FedAvg with a sleep in each round's
+# aggregation, its numbers FedAvg's), copied into both workspaces.
+for ws in "$WS_SLURM" "$WS_LOCAL"; do cp "$REPO"/tests/cluster/{slow.yaml,slow_fedavg.py} "$ws"/; done
+SLOW=(--configfile slow.yaml)
+# Snakemake's own lines for the train jobs it planned in a log: their metrics.jsonl outputs.
+planned_runs() { grep -A12 '^rule train:' "$1" | sed -n 's/^ *output: \([^,]*metrics\.jsonl\).*/\1/p' | sort -u; }
+
 if [ "$FAULTS" = 1 ]; then
-    # a) one training run cancelled while it runs, then --rerun-incomplete
-    RUN=results/smoke/runs/synthetic-1-1/natural/linear/fedavg/seed0
-    rm -f "$WS_SLURM/$RUN/metrics.jsonl" "$WS_SLURM/$RUN/run.yaml"
-    log "fault a: rerun $RUN under SLURM and scancel its job while it runs"
-    # (the run's metrics.jsonl as the target: `quick` alone is up to date, its tables exist)
-    (cd "$WS_SLURM" && snakemake "${SLURM_ARGS[@]}" --config scale=smoke -- "$RUN/metrics.jsonl") >"$ST/log/snakemake-fault-a.log" 2>&1 &
+    # a) a training job cancelled after its first round's checkpoint; Snakemake reports the
+    #    failure (no retry); --rerun-incomplete resumes it from the checkpoint, byte-identical to
+    #    the same run uninterrupted (run locally)
+    RUN_A=results/smoke/runs/synthetic-1-1/natural/linear/slow-fedavg-10s/seed0
+    CK=(--config scale=smoke checkpoint_every=1 checkpoint_min_seconds=0)
+    log "fault a: $RUN_A under SLURM (2 rounds of 10 s, a checkpoint each round); scancel after round 1"
+    (cd "$WS_SLURM" && exec timeout 600 snakemake "${SLURM_ARGS[@]}" --retries 0 "$RUN_A/metrics.jsonl" "${CK[@]}" "${SLOW[@]}") \
+        >"$ST/log/snakemake-fault-a.log" 2>&1 &
     SM_PID=$!
-    CANCELLED=""
-    for _ in $(seq 240); do
-        JOB=$(squeue -h -t R -o '%i %k' | awk '/rule_train/ {print $1; exit}')
-        if [ -n "$JOB" ]; then
-            sleep 2 # mid-run: the job step has started Snakemake and the training script
-            scancel "$JOB" && CANCELLED=$JOB
-            break
-        fi
-        sleep 0.5
-    done
+    for _ in $(seq 240); do [ -f "$WS_SLURM/$RUN_A/checkpoint.pt" ] && break; sleep 0.5; done
+    [ -f "$WS_SLURM/$RUN_A/checkpoint.pt" ] || die "fault a: no checkpoint written"
+    JOB_A=$(squeue -h -t R -o '%i %k' | awk '/rule_train/ {print $1; exit}')
+    [ -n "$JOB_A" ] || die "fault a: no running train job to cancel"
+    scancel "$JOB_A"
     set +e
     wait "$SM_PID"
     RC_A=$?
     set -e
-    [ -n "$CANCELLED" ] || die "fault a: no running train job seen to cancel"
-    log "fault a: cancelled SLURM job $CANCELLED; snakemake exit status $RC_A"
-    sacct -X -P -j "$CANCELLED" --format=JobID,State,ExitCode | tail -n +2
-    grep -E 'CANCELLED|failed|Error|Trying to restart|retry|attempt' "$ST/log/snakemake-fault-a.log" | head -8 || true
-    ls "$WS_SLURM"/.snakemake/slurm_logs/rule_train/*/"$CANCELLED".log 2>/dev/null || true
-    (cd "$WS_SLURM" && snakemake "${SLURM_ARGS[@]}" quick --config scale=smoke --rerun-incomplete) \
+    log "fault a: cancelled SLURM job $JOB_A; snakemake exit status $RC_A; sacct: $(sacct -X -n -P -j "$JOB_A" --format=State,ExitCode)"
+    grep -m3 -E "SLURM-job|Error in rule" "$ST/log/snakemake-fault-a.log" || true
+    [ "$RC_A" != 124 ] || die "fault a: Snakemake did not notice the cancelled job in 10 minutes"
+    [ "$RC_A" != 0 ] || die "fault a: Snakemake did not report the cancelled job"
+    [ ! -f "$WS_SLURM/$RUN_A/metrics.jsonl" ] || die "fault a: the cancelled run left a metrics.jsonl"
+    (cd "$WS_SLURM" && timeout 600 snakemake "${SLURM_ARGS[@]}" --retries 0 --rerun-incomplete "$RUN_A/metrics.jsonl" "${CK[@]}" "${SLOW[@]}") \
         >"$ST/log/snakemake-fault-a-rerun.log" 2>&1 || die "fault a: the --rerun-incomplete run failed"
-    log "fault a: --rerun-incomplete: $(grep -c 'submitted with SLURM jobid' "$ST/log/snakemake-fault-a-rerun.log" || true) job(s) submitted"
-    N_IDENTICAL_A=$(compare_metrics) || die "fault a: metrics differ after the rerun"
-    log "fault a: byte-identical metrics.jsonl after the cancel and rerun: $N_IDENTICAL_A"
+    grep -E '^(resumed|resumed_from_round):' "$WS_SLURM/$RUN_A/run.yaml"
+    grep -q '^resumed_from_round: 1$' "$WS_SLURM/$RUN_A/run.yaml" || die "fault a: the rerun did not resume from round 1"
+    (cd "$WS_LOCAL" && snakemake --cores "$CPUS" "$RUN_A/metrics.jsonl" "${CK[@]}" "${SLOW[@]}") \
+        >"$ST/log/snakemake-fault-a-local.log" 2>&1 || die "fault a: the local run failed"
+    cmp "$WS_SLURM/$RUN_A/metrics.jsonl" "$WS_LOCAL/$RUN_A/metrics.jsonl" || die "fault a: the resumed run differs"
+    log "fault a: resumed from round 1 under SLURM; metrics.jsonl byte-identical to the uninterrupted local run"
 
-    # b) memory overridden tiny: the job is killed by SLURM (OUT_OF_MEMORY)
-    # c) runtime overridden to 1 minute: a smoke run trains in seconds, so SLURM's limit is sbatch
-    #    --time=1; recorded, not asserted (a job finishing within a minute is not killed)
-    for fault in "b:train:mem_mb=50" "c:train:runtime=1"; do
-        name=${fault%%:*} res=${fault#*:}
-        log "fault $name: --set-resources $res (forced rerun of $RUN)"
+    # b) memory overridden tiny: SLURM kills the job (OUT_OF_MEMORY, or FAILED: below); fedbench's
+    #    advice names mem_mb
+    # c) runtime overridden to 1 minute on a run that needs 400 s: SLURM stops it (TIMEOUT) within
+    #    its check interval; fedbench's advice names runtime
+    RUN_B=results/smoke/runs/synthetic-1-1/natural/linear/fedavg/seed0
+    RUN_C=results/smoke/runs/synthetic-1-1/natural/linear/slow-fedavg-200s/seed0
+    for fault in "b:train:mem_mb=50:$RUN_B:OUT_OF_MEMORY:mem_mb" "c:train:runtime=1:$RUN_C:TIMEOUT:runtime"; do
+        IFS=: read -r name rule res run state resource <<<"$fault"
+        log "fault $name: --set-resources $rule:$res, $run"
+        T_F=$(date +%s)
         set +e
-        (cd "$WS_SLURM" && snakemake "${SLURM_ARGS[@]}" --set-resources "$res" train:gpu=0 landscape:gpu=0 \
-            --config scale=smoke --forcerun train --retries 0 -- "$RUN/metrics.jsonl") >"$ST/log/snakemake-fault-$name.log" 2>&1
+        (cd "$WS_SLURM" && timeout 600 snakemake "${SLURM_ARGS[@]}" --set-resources "$rule:$res" train:gpu=0 landscape:gpu=0 \
+            --forcerun train --retries 0 "$run/metrics.jsonl" --config scale=smoke "${SLOW[@]}") >"$ST/log/snakemake-fault-$name.log" 2>&1
         rc=$?
         set -e
         JOB=$(sed -n 's/.*submitted with SLURM jobid \([0-9]*\).*/\1/p' "$ST/log/snakemake-fault-$name.log" | tail -1)
-        log "fault $name: snakemake exit status $rc; sbatch job $JOB: $(sacct -X -n -P -j "$JOB" --format=ReqMem,Timelimit,State,ExitCode 2>/dev/null)"
-        grep -iE 'OUT_OF_MEMORY|TIMEOUT|memory|time limit|Error in rule|failed' "$ST/log/snakemake-fault-$name.log" | head -6 || true
-        f=$(ls "$WS_SLURM"/.snakemake/slurm_logs/rule_train/*/"$JOB".log 2>/dev/null | head -1)
-        [ -z "$f" ] || { echo "SLURM log $f (last lines):"; tail -3 "$f"; }
-        if [ "$name" = b ]; then
-            [ "$rc" != 0 ] || die "fault b: a 50 MB job was not stopped"
-            sacct -X -n -P -j "$JOB" --format=State | grep -q OUT_OF_MEMORY || die "fault b: not OUT_OF_MEMORY"
-        fi
+        log "fault $name: snakemake exit status $rc after $(($(date +%s) - T_F)) s; job $JOB: $(sacct -X -n -P -j "$JOB" --format=ReqMem,Timelimit,Elapsed,State,ExitCode)"
+        grep -A1 "each job the scheduler stopped at a limit" "$ST/log/snakemake-fault-$name.log" || true
+        [ "$rc" != 124 ] || die "fault $name: Snakemake did not notice the stopped job in 10 minutes"
+        [ "$rc" != 0 ] || die "fault $name: the job was not stopped"
+        # without cgroups (this cluster: jobacct_gather's OverMemoryKill) SLURM 22.05 records a job
+        # killed for memory as FAILED; its SLURM log says "exceeded memory limit" (fedbench's advice
+        # reads it there)
+        case "$(sacct -X -n -P -j "$JOB" --format=State)" in
+            *"$state"* | FAILED*) ;;
+            *) die "fault $name: neither $state nor FAILED" ;;
+        esac
+        grep -q "stopped at its .*--set-resources $rule:$resource=" "$ST/log/snakemake-fault-$name.log" ||
+            die "fault $name: no advice naming $resource"
     done
-    # the grid back to its state, byte-identical once more
-    (cd "$WS_SLURM" && snakemake "${SLURM_ARGS[@]}" quick --config scale=smoke --forcerun train --retries 0 -- "$RUN/metrics.jsonl") \
-        >"$ST/log/snakemake-fault-restore.log" 2>&1 || die "restoring $RUN"
-    N_IDENTICAL_A=$(compare_metrics) || die "metrics differ after the faults"
-    log "after the faults: byte-identical metrics.jsonl: $N_IDENTICAL_A"
+    (cd "$WS_SLURM" && snakemake "${SLURM_ARGS[@]}" --forcerun train --retries 0 "$RUN_B/metrics.jsonl" --config scale=smoke) \
+        >"$ST/log/snakemake-fault-restore.log" 2>&1 || die "restoring $RUN_B"
+
+    # d) the Snakemake head process killed (SIGKILL) while the grid's jobs run, after some finished;
+    #    the jobs it left in the queue cancelled; a restart (after --unlock) submits only the runs
+    #    not finished, and the grid ends byte-identical
+    RUNS_D=$(cd "$WS_SLURM" && find results/smoke/runs -path '*/slow-*' -prune -o -name metrics.jsonl -print | sort)
+    N_D=$(wc -l <<<"$RUNS_D")
+    (cd "$WS_SLURM" && rm -f $RUNS_D)
+    log "fault d: $N_D runs of the quick grid removed; the grid under SLURM, its head killed once 3 are done"
+    (cd "$WS_SLURM" && exec snakemake "${SLURM_ARGS[@]}" quick --config scale=smoke) >"$ST/log/snakemake-fault-d.log" 2>&1 &
+    SM_PID=$!
+    for _ in $(seq 600); do
+        [ "$(cd "$WS_SLURM" && ls $RUNS_D 2>/dev/null | wc -l)" -ge 3 ] && break
+        sleep 0.5
+    done
+    kill -KILL "$SM_PID"
+    wait "$SM_PID" 2>/dev/null || true
+    QUEUED=$(squeue -h -o %i | wc -l)
+    scancel --user=root
+    for _ in $(seq 120); do [ -z "$(squeue -h -o %i)" ] && break; sleep 0.5; done
+    DONE_D=$(cd "$WS_SLURM" && ls $RUNS_D 2>/dev/null | sort || true)
+    N_DONE=$(grep -c . <<<"$DONE_D" || true)
+    log "fault d: head killed with $N_DONE of $N_D runs finished; $QUEUED of its jobs left in the queue, cancelled"
+    set +e
+    (cd "$WS_SLURM" && timeout 900 snakemake "${SLURM_ARGS[@]}" quick --config scale=smoke) >"$ST/log/snakemake-fault-d-restart.log" 2>&1
+    rc=$?
+    set -e
+    if [ "$rc" != 0 ] && grep -q "cannot be locked" "$ST/log/snakemake-fault-d-restart.log"; then
+        log "fault d: the restart refused the stale lock (as docs/running.md says); --unlock, restart"
+        (cd "$WS_SLURM" && snakemake "${SLURM_ARGS[@]}" quick --config scale=smoke --unlock) >/dev/null 2>&1
+        (cd "$WS_SLURM" && snakemake "${SLURM_ARGS[@]}" quick --config scale=smoke) >"$ST/log/snakemake-fault-d-restart.log" 2>&1 ||
+            die "fault d: the restart failed"
+    elif [ "$rc" != 0 ]; then
+        die "fault d: the restart failed (log: $ST/log/snakemake-fault-d-restart.log)"
+    fi
+    AGAIN=$(planned_runs "$ST/log/snakemake-fault-d-restart.log")
+    N_AGAIN=$(grep -c . <<<"$AGAIN" || true)
+    TWICE=$(comm -12 <(echo "$DONE_D") <(echo "$AGAIN") | grep -c . || true)
+    log "fault d: the restart trained $N_AGAIN runs; of the $N_DONE finished before, $TWICE trained again"
+    [ "$TWICE" = 0 ] || die "fault d: finished runs were submitted again"
+    [ $((N_DONE + N_AGAIN)) = "$N_D" ] || die "fault d: $N_DONE finished + $N_AGAIN trained != $N_D"
+    N_IDENTICAL_D=$(compare_metrics) || die "metrics differ after the faults"
+    log "after the faults: byte-identical metrics.jsonl (SLURM vs local): $N_IDENTICAL_D"
 fi
 
 log "OK: $N_IDENTICAL metrics.jsonl byte-identical (SLURM vs local), $N_SACCT SLURM jobs, train resources read back from sacct"
