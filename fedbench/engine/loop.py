@@ -472,7 +472,7 @@ def _evaluates(t: int, cfg: TrainConfig) -> bool:
 def _executor(name: str, cfg: TrainConfig) -> SequentialExecutor | VectorisedExecutor:
     if name == "sequential":
         return SequentialExecutor()
-    return VectorisedExecutor(cfg.chunk_size, cfg.memory_budget_mb)
+    return VectorisedExecutor(cfg.chunk_size, cfg.memory_budget_mb, cfg.conv_kernel)
 
 
 def _pre_losses(

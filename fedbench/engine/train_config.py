@@ -12,6 +12,8 @@ from fedbench.engine.precision import PRECISIONS
 from fedbench.objectives import OBJECTIVES
 
 EXECUTORS = ("auto", "sequential", "vectorised")
+# the vectorised layer chain's convolutions (fedbench/engine/vectorised.py says what each does)
+CONV_KERNELS = ("per_client", "gemm", "fastest")
 OPTIMIZERS = ("sgd", "adam")
 
 
@@ -45,6 +47,12 @@ class TrainConfig:
     executor: str = "auto"  # auto = vectorised where exact for the model, else sequential
     chunk_size: int | None = None  # clients per vmapped chunk; None = from the memory budget
     memory_budget_mb: int = 2048
+    # How the vectorised executor's layer chain runs convolutions (fedbench/engine/vectorised.py,
+    # CONV_KERNELS): per_client (oneDNN per client, the default and every record's bits), gemm
+    # (im2col + one batched GEMM over the chunk) or fastest (a timed probe per layer shape, once
+    # per run; run.yaml's vectorised_conv says what it chose). gemm and fastest may change
+    # float32 results by rounding.
+    conv_kernel: str = "per_client"
     # Training-time augmentation (rotate, hflip, normalize): a mapping in YAML, an Augment here.
     augment: Augment | None = None
     # At the final evaluation only, each personalised model's mean test loss per class on its own
@@ -145,6 +153,8 @@ class TrainConfig:
             bad("improved_clients", "must be true or false")
         if self.objective not in OBJECTIVES:
             bad("objective", f"must be one of {sorted(OBJECTIVES)}")
+        if self.conv_kernel not in CONV_KERNELS:
+            bad("conv_kernel", f"must be one of {CONV_KERNELS}")
         if self.executor not in EXECUTORS:
             bad("executor", f"must be one of {EXECUTORS}")
         for key in ("precision", "eval_precision"):

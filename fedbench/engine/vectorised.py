@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ from fedbench.engine.executors import (
 from fedbench.engine.local import step_of
 from fedbench.engine.precision import compute_dtype
 from fedbench.engine.step import check_carry_keys, make_step, stacked_state, stacked_step
+from fedbench.engine.train_config import CONV_KERNELS
 from fedbench.objectives import CROSS_ENTROPY, objective_of
 from fedbench.tree import Params, tree_to
 
@@ -203,13 +205,15 @@ class _Sink:
         self.params, self.lr, self.grads = params, lr, {}
 
     def outer(self, key: str, a: torch.Tensor, b: torch.Tensor) -> None:
-        """Gradient of `key` = a @ b per client (a: [C, out, B], b: [C, B, in])."""
-        if a.dtype != self.params[key].dtype:  # bf16 operands: the gradient, then float32
-            self.tensor(key, torch.bmm(a, b))
+        """Gradient of `key` = a @ b per client (a: [C, out, B], b: [C, B, in]; the parameter
+        [C, out, in] or any shape of that many elements, e.g. a convolution's weight)."""
+        param = self.params[key]
+        if a.dtype != param.dtype:  # bf16 operands: the gradient, then float32
+            self.tensor(key, torch.bmm(a, b).view(param.shape))
         elif self.lr is None:
-            self.grads[key] = torch.bmm(a, b)
+            self.grads[key] = torch.bmm(a, b).view(param.shape)
         else:
-            self.params[key].baddbmm_(a, b, alpha=-self.lr)
+            param.view(a.shape[0], a.shape[1], b.shape[2]).baddbmm_(a, b, alpha=-self.lr)
 
     def tensor(self, key: str, g: torch.Tensor) -> None:
         """Gradient of `key` given as a tensor."""
@@ -280,17 +284,112 @@ def _stack_channels_last(per_client: list[torch.Tensor]) -> torch.Tensor:
     return torch.stack([t.permute(0, 2, 3, 1) for t in per_client]).permute(0, 1, 4, 2, 3)
 
 
-class _Conv2d:
-    """Per-client convolutions (the kernels autograd runs for one client), looped over clients;
-    channels-last on bf16 operands (`_channels_last`)."""
+# How the layer chain runs a chunk's convolutions (training.conv_kernel): `per_client`, one
+# oneDNN convolution per client (autograd's kernels; the default, whose float32 bits every record
+# has); `gemm`, im2col (unfold) of the chunk's batches and one batched GEMM over the clients per
+# product (forward, weight gradient, input gradient + col2im); `fastest`, whichever of the two a
+# timed probe finds faster for each layer shape, once per run (run.yaml's vectorised_conv says
+# which): its float32 bits may differ from per_client's by rounding.
+PROBE_REPEATS = 3  # timed forward + backward passes per kernel of the `fastest` probe
 
-    def __init__(self, name: str, mod: nn.Conv2d):
+
+class _Conv2d:
+    """A convolution over stacked clients: per-client oneDNN calls (channels-last on bf16
+    operands, `_channels_last`) or batched GEMMs over im2col columns (CONV_KERNELS)."""
+
+    def __init__(self, name: str, mod: nn.Conv2d, kernel: str = "per_client"):
+        self.name = name
         self.w = f"{name}.weight"
         self.b = None if mod.bias is None else f"{name}.bias"
         self.keys = (self.w,) if self.b is None else (self.w, self.b)
         self.stride, self.padding, self.dilation = mod.stride, mod.padding, mod.dilation
+        self.kernel_size = mod.kernel_size
+        self.kernel = kernel
+        # `fastest`: (input shape, dtype) -> (kernel, {kernel: probe seconds})
+        self.probed: dict[tuple, tuple[str, dict[str, float]]] = {}
 
     def forward(self, p: Params, x: torch.Tensor):
+        kernel = self._pick(p, x)
+        y, saved = (self._gemm_forward if kernel == "gemm" else self._forward)(p, x)
+        return y, (kernel, saved)
+
+    def backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        kernel, saved = saved
+        back = self._gemm_backward if kernel == "gemm" else self._backward
+        return back(p, saved, dy, need_dx, sink)
+
+    def _pick(self, p: Params, x: torch.Tensor) -> str:
+        """The kernel for this input: the configured one, or the probe's choice (`fastest`)."""
+        if self.kernel != "fastest":
+            return self.kernel
+        key = (tuple(x.shape), x.dtype)
+        if key not in self.probed:
+            self.probed[key] = self._probe(p, x)
+            log.info("conv %s %s: %s (probe %s)", self.name, list(x.shape), *self.probed[key])
+        return self.probed[key][0]
+
+    def _probe(self, p: Params, x: torch.Tensor) -> tuple[str, dict[str, float]]:
+        """Time a forward and a full backward (input gradient included) of each kernel on this
+        input, gradients collected and dropped (the parameters do not move); the faster by its
+        best of PROBE_REPEATS, after one untimed pass."""
+        seconds = {}
+        for kernel in ("per_client", "gemm"):
+            fwd, back = (
+                (self._gemm_forward, self._gemm_backward)
+                if kernel == "gemm"
+                else (self._forward, self._backward)
+            )
+            times = []
+            for i in range(PROBE_REPEATS + 1):
+                started = time.perf_counter()
+                y, saved = fwd(p, x)
+                back(p, saved, torch.ones_like(y), True, _Sink(p, None))
+                if y.device.type == "cuda":
+                    torch.cuda.synchronize(y.device)
+                if i:
+                    times.append(time.perf_counter() - started)
+            seconds[kernel] = min(times)
+        return min(seconds, key=seconds.get), {k: round(v, 6) for k, v in seconds.items()}
+
+    def _gemm_forward(self, p: Params, x: torch.Tensor):
+        """y[c] = W[c] @ cols[c] with the chunk's im2col columns [C, K, B * L], K = Cin kh kw."""
+        C, B, cin, h, w = x.shape
+        weight = p[self.w]
+        cout = weight.shape[1]
+        k = cin * self.kernel_size[0] * self.kernel_size[1]
+        cols = F.unfold(
+            x.reshape(C * B, cin, h, w), self.kernel_size, self.dilation, self.padding, self.stride
+        )
+        length = cols.shape[-1]
+        cols = cols.view(C, B, k, length).transpose(1, 2).reshape(C, k, B * length)
+        wm = weight.reshape(C, cout, k)
+        if self.b is None:
+            y = torch.bmm(wm, cols)
+        else:
+            y = torch.baddbmm(p[self.b].unsqueeze(2), wm, cols)
+        ho, wo = _conv_out(h, w, self.kernel_size, self.stride, self.padding, self.dilation)
+        y = y.view(C, cout, B, ho, wo).transpose(1, 2).contiguous()
+        return y, (cols, (h, w))
+
+    def _gemm_backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+        cols, size = saved
+        C, B, cout = dy.shape[:3]
+        k = cols.shape[1]
+        dy = dy.transpose(1, 2).reshape(C, cout, cols.shape[2])  # [C, Co, B * L]
+        dx = None
+        if need_dx:  # before the fused update of w
+            wm = p[self.w].reshape(C, cout, k)
+            dcols = torch.bmm(wm.transpose(1, 2), dy)  # [C, K, B * L]
+            dcols = dcols.view(C, k, B, -1).transpose(1, 2).reshape(C * B, k, -1)
+            dx = F.fold(
+                dcols, size, self.kernel_size, self.dilation, self.padding, self.stride
+            ).view(C, B, -1, *size)
+        sink.outer(self.w, dy, cols.transpose(1, 2))
+        if self.b is not None:
+            sink.tensor(self.b, dy.sum(2))
+        return dx
+
+    def _forward(self, p: Params, x: torch.Tensor):
         w, b = p[self.w], None if self.b is None else p[self.b]
         if not _channels_last(x):
             xs, stack = list(x), torch.stack
@@ -312,7 +411,7 @@ class _Conv2d:
         )
         return y, xs
 
-    def backward(self, p: Params, xs, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+    def _backward(self, p: Params, xs, dy: torch.Tensor, need_dx: bool, sink: _Sink):
         w = p[self.w]
         bias_sizes = None if self.b is None else [w.shape[1]]
         mask = [need_dx, True, self.b is not None]
@@ -355,7 +454,17 @@ class _MaxPool2d:
 
     def forward(self, p: Params, x: torch.Tensor):
         flat = x.reshape(-1, *x.shape[2:])
-        y, idx = torch.ops.aten.max_pool2d_with_indices(flat, *self.args)
+        if flat.device.type == "cpu" and not flat.is_contiguous(memory_format=torch.channels_last):
+            # On CPUs the NCHW kernel is 3-4x slower than the channels-last one, even counting
+            # the two layout copies (TwoCNN's pools: 6.3 vs 1.7 ms at [100, 32, 28, 28]); the
+            # values, the indices (first maximum of each window, NaN wins) and so the backward
+            # are the same bits.
+            y, idx = torch.ops.aten.max_pool2d_with_indices(
+                flat.contiguous(memory_format=torch.channels_last), *self.args
+            )
+            y, idx = y.contiguous(), idx.contiguous()
+        else:
+            y, idx = torch.ops.aten.max_pool2d_with_indices(flat, *self.args)
         return y.reshape(*x.shape[:2], *y.shape[1:]), (flat, idx)
 
     def backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
@@ -366,6 +475,14 @@ class _MaxPool2d:
             dy = dy.contiguous(memory_format=cl)  # the forward's layout (a Flatten gives NCHW)
         dx = torch.ops.aten.max_pool2d_with_indices_backward(dy, flat, *self.args, idx)
         return dx.reshape(*lead, *dx.shape[1:])
+
+
+def _conv_out(h: int, w: int, kernel, stride, padding, dilation) -> tuple[int, int]:
+    """Output height and width of a convolution (torch's formula)."""
+    return tuple(
+        (n + 2 * pd - dl * (k - 1) - 1) // st + 1
+        for n, k, st, pd, dl in zip((h, w), kernel, stride, padding, dilation)
+    )
 
 
 def _conv_ok(m: nn.Conv2d) -> bool:
@@ -401,9 +518,11 @@ class LayerChain:
         self.need_dx = [i > first for i in range(len(layers))]
 
     @classmethod
-    def build(cls, module: nn.Module | None, keys: list[str]) -> tuple[LayerChain | None, str]:
+    def build(
+        cls, module: nn.Module | None, keys: list[str], conv_kernel: str = "per_client"
+    ) -> tuple[LayerChain | None, str]:
         """The chain of `module` if every layer is supported and `keys` are exactly its
-        parameters, else (None, why not)."""
+        parameters, else (None, why not); its convolutions run `conv_kernel` (CONV_KERNELS)."""
         if module is None:
             return None, "apply has no module"
         if any(True for _ in module.buffers()):
@@ -426,7 +545,8 @@ class LayerChain:
                 kind, ok = LAYERS.get(type(mod), (None, None))
                 if kind is None or (ok is not None and not ok(mod)):
                     return None, f"layer {node.target} ({type(mod).__name__}) not supported"
-                layers.append(kind(node.target, mod))
+                extra = (conv_kernel,) if kind is _Conv2d else ()
+                layers.append(kind(node.target, mod, *extra))
                 prev = node
             else:
                 return None, f"{node.op} {node.target} is not a layer of a chain"
@@ -475,7 +595,9 @@ class LayerChain:
         return loss
 
 
-def kernel_path(algo: Algorithm, apply: Any, keys: list[str]) -> tuple[LayerChain | None, str]:
+def kernel_path(
+    algo: Algorithm, apply: Any, keys: list[str], conv_kernel: str = "per_client"
+) -> tuple[LayerChain | None, str]:
     """The batched-kernel chain for this algorithm and model, or (None, why the vmap path)."""
     if algo.carry_updates:  # the kernels have no aux output; such a loss is its own anyway
         return None, f"{algo.name} updates its carry"
@@ -486,7 +608,7 @@ def kernel_path(algo: Algorithm, apply: Any, keys: list[str]) -> tuple[LayerChai
     objective = objective_of(apply)
     if objective.name != CROSS_ENTROPY.name:  # the kernels hard-code softmax cross-entropy
         return None, f"objective {objective.name}"
-    return LayerChain.build(getattr(apply, "module", None), keys)
+    return LayerChain.build(getattr(apply, "module", None), keys, conv_kernel)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -509,9 +631,17 @@ class VectorisedExecutor:
 
     name = "vectorised"
 
-    def __init__(self, chunk: int | None = None, budget_mb: int = DEFAULT_MEMORY_BUDGET_MB):
+    def __init__(
+        self,
+        chunk: int | None = None,
+        budget_mb: int = DEFAULT_MEMORY_BUDGET_MB,
+        conv_kernel: str = "per_client",
+    ):
         self.chunk = chunk
         self.budget_mb = budget_mb
+        if conv_kernel not in CONV_KERNELS:
+            raise ValueError(f"conv_kernel must be one of {CONV_KERNELS}, got {conv_kernel!r}")
+        self.conv_kernel = conv_kernel
         self._kernel: dict[Any, tuple[LayerChain | None, str]] = {}
         self._workspace: dict[str, torch.Tensor] = {}
         self.last_chunk: tuple[int, str] | None = None  # (clients per chunk, why), last round
@@ -526,6 +656,28 @@ class VectorisedExecutor:
             }
         )
         out: dict[str, Any] = {"vectorised_path": "; ".join(paths)}
+        convs = [
+            layer
+            for chain, _ in self._kernel.values()
+            if chain is not None
+            for layer in chain.layers
+            if isinstance(layer, _Conv2d)
+        ]
+        if convs:  # each convolution's kernel; under `fastest`, per input shape with its probe
+            out["vectorised_conv"] = {
+                "setting": self.conv_kernel,
+                "layers": {
+                    c.name: (
+                        [
+                            {"input": list(shape), "kernel": k, "probe_seconds": s}
+                            for (shape, _), (k, s) in c.probed.items()
+                        ]
+                        if c.kernel == "fastest"
+                        else c.kernel
+                    )
+                    for c in convs
+                },
+            }
         if self.last_chunk is not None:
             out["chunk_size"], out["chunk_reason"] = self.last_chunk
         return out
@@ -546,7 +698,7 @@ class VectorisedExecutor:
         keys = list(job.global_params)
         cache_key = (type(algo), id(job.apply), tuple(keys))
         if cache_key not in self._kernel:
-            self._kernel[cache_key] = kernel_path(algo, job.apply, keys)
+            self._kernel[cache_key] = kernel_path(algo, job.apply, keys, self.conv_kernel)
             log.debug("vectorised path: %s", self._kernel[cache_key][1])
         chain = self._kernel[cache_key][0]
         num_params = sum(v.numel() for v in job.global_params.values())

@@ -10,6 +10,7 @@ from fedbench.algorithms import build_algorithm
 from fedbench.algorithms.base import masked_mean
 from fedbench.engine.build import Run
 from fedbench.engine.executors import RoundJob, SequentialExecutor, client_plan, host_plan
+from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
 from fedbench.engine.loop import run_rounds
 from fedbench.engine.train_config import TrainConfig
@@ -126,9 +127,9 @@ def test_fast_path_only_for_the_plain_data_loss_and_plain_chains():
     assert LayerChain.build(twocnn, keys[:-1])[0] is None  # a parameter missing from the dict
 
 
-def _chain_case():
+def _chain_case(conv_kernel="per_client"):
     """A chain of every supported layer kind, 3 clients' perturbed weights and a batch (client 1
-    half padded, client 2 all padding)."""
+    half padded, client 2 all padding); its convolutions run `conv_kernel`."""
     model = nn.Sequential(
         nn.Conv2d(2, 3, 3, stride=2, padding=1, dilation=1, bias=False),
         nn.ReLU(),
@@ -147,7 +148,7 @@ def _chain_case():
     x = torch.randn(C, B, 2, 11, 11, generator=g)
     y = torch.randint(0, 3, (C, B), generator=g)
     mask = torch.tensor([[1.0, 1, 1, 1], [1, 1, 0, 0], [0, 0, 0, 0]])
-    chain, why = LayerChain.build(model, list(p0))
+    chain, why = LayerChain.build(model, list(p0), conv_kernel)
     assert chain is not None, why
     return model, chain, params, x, y, mask
 
@@ -157,8 +158,10 @@ def _client_loss(model, p, xb, yb, mb):
     return masked_mean(nn.functional.cross_entropy(logits.float(), yb, reduction="none"), mb)
 
 
-def test_layer_chain_gradients_match_autograd_per_client():
-    model, chain, params, x, y, mask = _chain_case()
+@pytest.mark.parametrize("conv_kernel", ["per_client", "gemm"])
+def test_layer_chain_gradients_match_autograd_per_client(conv_kernel):
+    """Strided, padded and dilated convolutions, with and without bias, either kernel."""
+    model, chain, params, x, y, mask = _chain_case(conv_kernel)
     sink = _Sink(params, None)
     loss = chain.loss_and_grads(params, x, y, mask, sink)
 
@@ -171,16 +174,20 @@ def test_layer_chain_gradients_match_autograd_per_client():
         torch.testing.assert_close(sink.grads[k], want[k], rtol=0, atol=1e-6)
 
 
-def test_layer_chain_bf16_gradients_match_autocast_per_client():
-    """On bf16 operands the kernels run channels-last (the layout oneDNN's bf16 convolutions and
-    pooling are fast in); each client's gradients still equal its autograd under autocast, to
-    bfloat16's rounding, and come back float32."""
-    model, chain, params, x, y, mask = _chain_case()
+@pytest.mark.parametrize("conv_kernel", ["per_client", "gemm"])
+def test_layer_chain_bf16_gradients_match_autocast_per_client(conv_kernel):
+    """On bf16 operands the per-client kernels run channels-last (the layout oneDNN's bf16
+    convolutions and pooling are fast in); each client's gradients, under either kernel, still
+    equal its autograd under autocast, to bfloat16's rounding, and come back float32."""
+    model, chain, params, x, y, mask = _chain_case(conv_kernel)
     sink = _Sink(params, None)
     loss = chain.loss_and_grads(params, x, y, mask, sink, torch.bfloat16)
-    saved = chain.layers[0].forward({k: v.bfloat16() for k, v in params.items()}, x.bfloat16())
-    assert all(xc.is_contiguous(memory_format=torch.channels_last) for xc in saved[1])
-    assert saved[0][0].is_contiguous(memory_format=torch.channels_last)
+    if conv_kernel == "per_client":
+        y0, (_, xs) = chain.layers[0].forward(
+            {k: v.bfloat16() for k, v in params.items()}, x.bfloat16()
+        )
+        assert all(xc.is_contiguous(memory_format=torch.channels_last) for xc in xs)
+        assert y0[0].is_contiguous(memory_format=torch.channels_last)
     for c in range(x.shape[0]):
         p = {k: v[c].clone().requires_grad_() for k, v in params.items()}
         with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -227,3 +234,71 @@ def test_clients_without_training_data_do_not_move(federation_factory):
     out = VectorisedExecutor().run(_job(fed, apply, p0, build_algorithm("fedavg"), cfg))
     assert all(out.messages["delta"][k][1].abs().max() == 0 for k in p0)
     assert np.isfinite(out.train_losses.numpy()).all()
+
+
+def _image_federation(num_clients=4, per_client=10):
+    """Random 1 x 8 x 8 images in 3 classes, split evenly (75/25 train/test)."""
+    g = torch.Generator().manual_seed(1)
+    n = num_clients * per_client
+    x = torch.rand(n, 1, 8, 8, generator=g).numpy()
+    y = torch.randint(0, 3, (n,), generator=g).numpy()
+    idx = np.arange(n).reshape(num_clients, per_client)
+    cut = per_client * 3 // 4
+    return Federation.from_arrays(
+        x, y, [r[:cut] for r in idx], [r[cut:] for r in idx], x[:6], y[:6], 3, torch.device("cpu")
+    )
+
+
+@pytest.mark.parametrize("conv_kernel", ["gemm", "fastest"])
+@pytest.mark.parametrize("momentum", [0.0, 0.5])
+def test_conv_kernels_agree_with_the_sequential_executor(
+    assert_executors_agree, conv_kernel, momentum
+):
+    """TwoCNN through the layer chain with the GEMM convolutions (fused SGD update, or momentum's
+    collected gradients) or the probe's choice, uneven clients in chunks of 3: the same training
+    as the sequential executor's autograd, to float32 rounding; run.yaml's executor fields say
+    which kernel each convolution ran."""
+    fed = _image_federation()
+    fed.train[1] = fed.train[1][:3]
+    model = build_model("twocnn", (1, 8, 8), 3, init_seed=0, hidden=8, channels=(2, 4))
+    p0, apply = params_of(model), make_apply(model)
+    runs = {}
+    for executor in ("sequential", "vectorised"):
+        cfg = TrainConfig(
+            rounds=2,
+            batch_size=4,
+            lr=0.1,
+            momentum=momentum,
+            local_epochs=2,
+            clients_per_round=4,
+            chunk_size=3,
+            conv_kernel=conv_kernel,
+        )
+        run = Run(build_algorithm("fedavg"), apply, cfg, p0, executor=executor)
+        runs[executor] = run_rounds(run, fed, Streams(5))
+    assert_executors_agree(runs["sequential"], runs["vectorised"])
+    info = runs["vectorised"].executor_info
+    assert info["vectorised_path"] == "batched layer-chain kernels"
+    conv = info["vectorised_conv"]
+    assert conv["setting"] == conv_kernel and sorted(conv["layers"]) == ["body.0", "body.3"]
+    if conv_kernel == "gemm":
+        assert set(conv["layers"].values()) == {"gemm"}
+    else:  # one probe per layer and input shape: chunks of 3 and 1 clients
+        for probes in conv["layers"].values():
+            assert [p["input"][0] for p in probes] == [3, 1]
+            for p in probes:
+                assert p["kernel"] in ("per_client", "gemm")
+                assert p["probe_seconds"][p["kernel"]] == min(p["probe_seconds"].values())
+
+
+def test_the_default_conv_kernel_is_per_client_and_a_bad_one_is_refused():
+    assert (
+        TrainConfig(rounds=1, batch_size=2, lr=0.1, local_epochs=1, participation=1.0).conv_kernel
+        == "per_client"
+    )
+    with pytest.raises(ValueError, match="training.conv_kernel: must be one of"):
+        TrainConfig(
+            rounds=1, batch_size=2, lr=0.1, local_epochs=1, participation=1.0, conv_kernel="im2col"
+        )
+    with pytest.raises(ValueError, match="conv_kernel must be one of"):
+        VectorisedExecutor(conv_kernel="winograd")
