@@ -60,3 +60,23 @@ def test_chunk(benchmark, chunk):
     state = benchmark.pedantic(fn, rounds=5, warmup_rounds=1)
     benchmark.extra_info["resolved"] = state.executor_info["chunk_size"]
     assert chunk is None or state.executor_info["chunk_size"] == chunk
+
+
+@pytest.mark.parametrize("clients", [10, 100])
+@pytest.mark.parametrize("conv_kernel", ["gemm", "fastest"])
+def test_conv_kernel(benchmark, conv_kernel, clients):
+    """The vectorised TwoCNN round with training.conv_kernel gemm or fastest (per_client, the
+    default, is test_round's case)."""
+    case = RoundCase("twocnn", clients, SAMPLES_PER_CLIENT if benchmark.enabled else BATCH)
+    fed, model, cfg, _ = case.build()
+    fn = engine_round(fed, model, dataclasses.replace(cfg, conv_kernel=conv_kernel), "vectorised")
+    benchmark.extra_info.update(
+        kind="conv_kernel", arch="twocnn", clients=clients, conv_kernel=conv_kernel
+    )
+    state = benchmark.pedantic(fn, rounds=3 if clients == 10 else 2, warmup_rounds=1)
+    conv = state.executor_info["vectorised_conv"]
+    assert conv["setting"] == conv_kernel
+    if conv_kernel == "fastest":
+        benchmark.extra_info["chosen"] = {
+            name: sorted({p["kernel"] for p in probes}) for name, probes in conv["layers"].items()
+        }
