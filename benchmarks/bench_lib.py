@@ -20,7 +20,7 @@ from fedbench.data.speechcommands import RATE as SPEECH_RATE
 from fedbench.engine.build import Run
 from fedbench.engine.federation import Federation
 from fedbench.engine.functional import make_apply, params_of
-from fedbench.engine.loop import run_rounds
+from fedbench.engine.loop import make_executor, run_rounds
 from fedbench.engine.train_config import TrainConfig
 from fedbench.models import GENERATIVE, MODELS, build_model
 from fedbench.rng import Streams
@@ -276,11 +276,15 @@ def round_parts(model: nn.Module, shape: tuple[int, ...], case, precision: str =
 
 def engine_round(fed: Federation, model: nn.Module, cfg: TrainConfig, executor: str):
     """A callable running one fedbench round (run_rounds with rounds = 1; the test splits are
-    empty, so the evaluation at the last round has nothing to evaluate)."""
+    empty, so the evaluation at the last round has nothing to evaluate). Every call starts from
+    the same weights with the same executor, so after the first (a warm-up round) each times a
+    round as a real run's rounds after its first: kernel paths built, buffers kept."""
     algo, apply, p0 = build_algorithm("fedavg"), make_apply(model), params_of(model)
+    runner = make_executor(executor, cfg)
 
     def round_():
-        return run_rounds(Run(algo, apply, cfg, p0, executor=executor), fed, Streams(0))
+        run = Run(algo, apply, cfg, p0, executor=executor)
+        return run_rounds(run, fed, Streams(0), runner=runner)
 
     return synced(round_)
 

@@ -37,6 +37,7 @@ from fedbench.algorithms.base import Algorithm, Batch
 from fedbench.algorithms.opt_in import LocalSteps, opt_in
 from fedbench.engine.capabilities import capabilities
 from fedbench.engine.executors import (
+    DeltaBuffers,
     RoundJob,
     RoundOutput,
     client_context,
@@ -644,6 +645,7 @@ class VectorisedExecutor:
         self.conv_kernel = conv_kernel
         self._kernel: dict[Any, tuple[LayerChain | None, str]] = {}
         self._workspace: dict[str, torch.Tensor] = {}
+        self._deltas = DeltaBuffers()
         self.last_chunk: tuple[int, str] | None = None  # (clients per chunk, why), last round
         self.chunks_run = 0  # chunks of the last round
 
@@ -719,10 +721,7 @@ class VectorisedExecutor:
         losses = []
         out = None
         if stacked_end:
-            out = {
-                k: torch.empty((len(ids), *v.shape), dtype=v.dtype, device=v.device)
-                for k, v in job.global_params.items()
-            }
+            out = self._deltas.take(job.global_params, len(ids))
         for start in range(0, len(ids), size):
             chunk_ids = ids[start : start + size]
             self.chunks_run += 1

@@ -205,3 +205,72 @@ def test_fedavg_deltas_written_in_place_equal_client_ends_messages_bit_for_bit(e
     for k in p0:
         assert torch.equal(runs[0].global_params[k], runs[1].global_params[k]), k
     assert runs[0].records == runs[1].records
+
+
+def test_delta_buffers_reused_only_when_nothing_else_holds_them():
+    """A kept buffer comes back when only the executor holds it; a server that kept the tensor,
+    or a view of its memory, gets it intact and the round a new buffer; a new shape, a new one."""
+    from fedbench.engine.executors import DeltaBuffers
+
+    like = {"w": torch.zeros(3, 2), "b": torch.zeros(2)}
+    bufs = DeltaBuffers()
+    first = bufs.take(like, 4)
+    ptr = first["w"].data_ptr()
+    del first
+    second = bufs.take(like, 4)
+    assert second["w"].data_ptr() == ptr
+    second["w"].fill_(7.0)
+    kept_tensor, kept_view = second["w"], second["b"][1:]
+    kept_view.fill_(5.0)
+    del second
+    third = bufs.take(like, 4)
+    assert third["w"].data_ptr() != kept_tensor.data_ptr()
+    assert third["b"].data_ptr() != kept_view.data_ptr()
+    third["w"].fill_(0.0)
+    third["b"].fill_(0.0)
+    assert torch.all(kept_tensor == 7.0) and torch.all(kept_view == 5.0)
+    del third
+    assert bufs.take(like, 5)["w"].shape == (5, 3, 2)
+
+
+@pytest.mark.parametrize("executor", ["sequential", "vectorised"])
+def test_fedavg_rounds_reuse_their_delta_buffers_and_kept_deltas_stay_intact(executor, tiny):
+    """Over a real run on the CPU each round writes its deltas into the last round's buffer (the
+    loop drops the round's messages before the next); a server that keeps the deltas keeps its
+    own."""
+    from dataclasses import dataclass
+
+    from fedbench.algorithms.base import Algorithm
+
+    seen: list[int] = []
+
+    @dataclass(frozen=True)
+    class Watch(Algorithm):
+        def aggregate(self, global_params, messages, server_state, ctx):
+            seen.append(messages["delta"]["head.weight"].data_ptr())
+            return super().aggregate(global_params, messages, server_state, ctx)
+
+    @dataclass(frozen=True)
+    class Keep(Algorithm):
+        def aggregate(self, global_params, messages, server_state, ctx):
+            kept = dict(server_state.get("kept", {}))
+            kept[ctx.round] = (
+                messages["delta"],
+                {k: v.clone() for k, v in messages["delta"].items()},
+            )
+            new, _ = super().aggregate(global_params, messages, server_state, ctx)
+            return new, {"kept": kept}
+
+    fed, apply, p0 = tiny
+    assert "head.weight" in p0
+    cfg = TrainConfig(**CFG)
+    run_rounds(Run(Watch(), apply, cfg, p0, executor=executor), fed, Streams(5))
+    assert len(seen) == CFG["rounds"]
+    assert len(set(seen)) == (1 if fed.x.device.type == "cpu" else len(seen))  # GPU: never kept
+    state = run_rounds(Run(Keep(), apply, cfg, p0, executor=executor), fed, Streams(5))
+    kept = state.server_state["kept"]
+    assert len(kept) == CFG["rounds"]
+    assert len({d["head.weight"].data_ptr() for d, _ in kept.values()}) == CFG["rounds"]
+    for deltas, copy in kept.values():
+        for k in copy:
+            assert torch.equal(deltas[k], copy[k]), k
