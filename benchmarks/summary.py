@@ -226,8 +226,25 @@ def user_path(benches: list[dict], cases: dict[str, dict]) -> dict[str, dict]:
             "ratio": i["median_round_s"] / micro if micro else None,
             "rounds": i["rounds"],
             "threads": i["threads"],
+            **_split_rounds(i),
         }
     return out
+
+
+def _split_rounds(info: dict) -> dict[str, float | None]:
+    """The median of the run's rounds that only train and of those that also evaluate (every
+    eval_every-th and the last; the best-of round evaluates nothing)."""
+    times, every = info.get("round_s"), info.get("eval_every")
+    if not times or not every:
+        return {"train_only_s": None, "with_eval_s": None}
+    last = len(times)
+    evaluates = [t % every == 0 or t == last for t in range(1, last + 1)]
+    train = [s for s, e in zip(times, evaluates) if not e]
+    both = [s for s, e in zip(times, evaluates) if e]
+    return {
+        "train_only_s": _median(train) if train else None,
+        "with_eval_s": _median(both) if both else None,
+    }
 
 
 def print_user_path(paths: dict[str, dict]) -> None:
@@ -235,11 +252,15 @@ def print_user_path(paths: dict[str, dict]) -> None:
     if not paths:
         return
     print("\nUser path: median round of a real run (fedbench.jobs.train, the workflow's train job)")
-    print(f"  {'case':<20}{'median round s':>15}{'best-of s':>11}{'median/best':>13}")
+    print(
+        f"  {'case':<20}{'median round s':>15}{'best-of s':>11}{'median/best':>13}"
+        f"{'train-only s':>14}{'with eval s':>13}"
+    )
     for key, p in paths.items():
         print(
             f"  {key:<20}{p['median_round_s']:>15.4f}{_f(p['best_of_s'], '.4f'):>11}"
-            f"{_f(p['ratio'], '.2f'):>12}x"
+            f"{_f(p['ratio'], '.2f'):>12}x{_f(p.get('train_only_s'), '.4f'):>14}"
+            f"{_f(p.get('with_eval_s'), '.4f'):>13}"
         )
 
 

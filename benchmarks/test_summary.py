@@ -1,7 +1,7 @@
 """The summary's paired ratios and which measurement a target reads (plain tests, no timing)."""
 
 import pytest
-from summary import check_targets, paired_cases, paired_ratio
+from summary import check_targets, paired_cases, paired_ratio, user_path
 
 
 def test_paired_ratio_is_the_median_of_each_repetitions_ratio():
@@ -71,3 +71,23 @@ def test_the_user_path_target_reads_the_median_round_over_the_best_of():
     assert got["twonn 10 clients: user path <= 1.2x best-of"]["met"]
     assert not got["twonn 100 clients: user path <= 1.2x best-of"]["met"]
     assert not check_targets({})[4]["met"]  # no user-path run: not met
+
+
+def test_the_user_path_splits_rounds_that_evaluate_from_those_that_only_train():
+    info = {
+        "kind": "user_path",
+        "arch": "twonn",
+        "clients": 10,
+        "median_round_s": 0.5,
+        "rounds": 5,
+        "threads": 2,
+        "eval_every": 2,
+        "round_s": [1.0, 5.0, 2.0, 7.0, 9.0],  # rounds 2, 4 and the last (5) evaluate
+    }
+    cases = {"fedavg-twonn-10": {"vectorised_s": 0.25}}
+    got = user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]
+    assert got["ratio"] == 2.0
+    assert got["train_only_s"] == 1.5 and got["with_eval_s"] == 7.0
+    info.pop("eval_every")  # an older run's file: no split
+    got = user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]
+    assert got["train_only_s"] is None and got["with_eval_s"] is None

@@ -16,7 +16,7 @@ from fedbench.data.partition import Partition, save_partition
 from fedbench.jobs import train
 
 ROOT = Path(__file__).resolve().parents[1]
-ROUNDS = 12  # enough rounds for a stable median (rounds 5, 10 and 12 also evaluate)
+ROUNDS = 12  # enough rounds for a stable median (every eval_every-th round also evaluates)
 TEST_PER_CLIENT = 10
 
 
@@ -76,4 +76,5 @@ def test_user_path_round(benchmark, tmp_path, clients):
         threads=threads,
         median_round_s=info["median_round_seconds"],
         round_s=per_round,
+        eval_every=spec["training"]["eval_every"],
     )
