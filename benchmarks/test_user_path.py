@@ -4,7 +4,7 @@ files in, the run's log and run.yaml out), for the FedAvg TwoNN round of test_ro
 summary sets it beside the best-of micro-benchmark of the same round.
 
 A fresh process, not this one: after the other benchmarks the pytest process's rounds ran
-1.2-1.3 ms slower at 10 clients (7.9 against 6.6 ms for the rounds that only train, 2026-12-05),
+1.0-1.3 ms slower at 10 clients (7.9 against 6.6 ms for the rounds that only train, 2026-12-05),
 which no train job sees."""
 
 import json
