@@ -292,7 +292,8 @@ def conv_kernels(benches: list[dict], cases: dict[str, dict]) -> dict[str, dict]
         print("\nVectorised round by training.conv_kernel (best of 3), s")
         for key, row in out.items():
             cells = "  ".join(
-                f"{k} {_f(row.get(k), '.4f')}" for k in ("per_client", "gemm", "fastest")
+                f"{k} {_f(row.get(k), '.4f')}"
+                for k in ("per_client", "channels_last", "gemm", "fastest")
             )
             print(f"  {key:<20}{cells}  (fastest chose {row.get('fastest_chose', '-')})")
     return out

@@ -63,10 +63,10 @@ def test_chunk(benchmark, chunk):
 
 
 @pytest.mark.parametrize("clients", [10, 100])
-@pytest.mark.parametrize("conv_kernel", ["gemm", "fastest"])
+@pytest.mark.parametrize("conv_kernel", ["channels_last", "gemm", "fastest"])
 def test_conv_kernel(benchmark, conv_kernel, clients):
-    """The vectorised TwoCNN round with training.conv_kernel gemm or fastest (per_client, the
-    default, is test_round's case)."""
+    """The vectorised TwoCNN round with training.conv_kernel channels_last, gemm or fastest
+    (per_client, the default, is test_round's case)."""
     case = RoundCase("twocnn", clients, SAMPLES_PER_CLIENT if benchmark.enabled else BATCH)
     fed, model, cfg, _ = case.build()
     fn = engine_round(fed, model, dataclasses.replace(cfg, conv_kernel=conv_kernel), "vectorised")

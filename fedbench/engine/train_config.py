@@ -13,7 +13,7 @@ from fedbench.objectives import OBJECTIVES
 
 EXECUTORS = ("auto", "sequential", "vectorised")
 # the vectorised layer chain's convolutions (fedbench/engine/vectorised.py says what each does)
-CONV_KERNELS = ("per_client", "gemm", "fastest")
+CONV_KERNELS = ("per_client", "channels_last", "gemm", "fastest")
 OPTIMIZERS = ("sgd", "adam")
 
 
@@ -48,10 +48,11 @@ class TrainConfig:
     chunk_size: int | None = None  # clients per vmapped chunk; None = from the memory budget
     memory_budget_mb: int = 2048
     # How the vectorised executor's layer chain runs convolutions (fedbench/engine/vectorised.py,
-    # CONV_KERNELS): per_client (oneDNN per client, the default and every record's bits), gemm
-    # (im2col + one batched GEMM over the chunk) or fastest (a timed probe per layer shape, once
-    # per run; run.yaml's vectorised_conv says what it chose). gemm and fastest may change
-    # float32 results by rounding.
+    # CONV_KERNELS): per_client (oneDNN per client, NCHW in float32, the default and every
+    # record's bits), channels_last (oneDNN per client, channels-last in every dtype), gemm
+    # (im2col + one batched GEMM over the chunk) or fastest (a timed probe of the three per layer
+    # shape, once per run; run.yaml's vectorised_conv says what it chose). All but per_client may
+    # change float32 results by rounding.
     conv_kernel: str = "per_client"
     # Training-time augmentation (rotate, hflip, normalize): a mapping in YAML, an Augment here.
     augment: Augment | None = None

@@ -22,6 +22,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -286,17 +287,21 @@ def _stack_channels_last(per_client: list[torch.Tensor]) -> torch.Tensor:
 
 
 # How the layer chain runs a chunk's convolutions (training.conv_kernel): `per_client`, one
-# oneDNN convolution per client (autograd's kernels; the default, whose float32 bits every record
-# has); `gemm`, im2col (unfold) of the chunk's batches and one batched GEMM over the clients per
-# product (forward, weight gradient, input gradient + col2im); `fastest`, whichever of the two a
-# timed probe finds faster for each layer shape, once per run (run.yaml's vectorised_conv says
-# which): its float32 bits may differ from per_client's by rounding.
+# oneDNN convolution per client (autograd's kernels; NCHW in float32, channels-last in bf16; the
+# default, whose float32 bits every record has); `channels_last`, the same calls with channels-
+# last operands in every dtype; `gemm`, im2col (unfold) of the chunk's batches and one batched
+# GEMM over the clients per product (forward, weight gradient, input gradient + col2im);
+# `fastest`, whichever of the three a timed probe finds faster for each layer shape, once per
+# run (run.yaml's vectorised_conv says which). All but per_client may differ from its float32
+# bits by rounding.
 PROBE_REPEATS = 3  # timed forward + backward passes per kernel of the `fastest` probe
+PROBED = ("per_client", "channels_last", "gemm")  # what `fastest` chooses from, in this order
 
 
 class _Conv2d:
     """A convolution over stacked clients: per-client oneDNN calls (channels-last on bf16
-    operands, `_channels_last`) or batched GEMMs over im2col columns (CONV_KERNELS)."""
+    operands, `_channels_last`, or on every operand under `channels_last`) or batched GEMMs over
+    im2col columns (CONV_KERNELS)."""
 
     def __init__(self, name: str, mod: nn.Conv2d, kernel: str = "per_client"):
         self.name = name
@@ -311,13 +316,20 @@ class _Conv2d:
 
     def forward(self, p: Params, x: torch.Tensor):
         kernel = self._pick(p, x)
-        y, saved = (self._gemm_forward if kernel == "gemm" else self._forward)(p, x)
+        y, saved = self._kernels(kernel)[0](p, x)
         return y, (kernel, saved)
 
     def backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
         kernel, saved = saved
-        back = self._gemm_backward if kernel == "gemm" else self._backward
-        return back(p, saved, dy, need_dx, sink)
+        return self._kernels(kernel)[1](p, saved, dy, need_dx, sink)
+
+    def _kernels(self, kernel: str):
+        """(forward, backward) of a kernel."""
+        if kernel == "gemm":
+            return self._gemm_forward, self._gemm_backward
+        if kernel == "channels_last":
+            return partial(self._forward, cl=True), partial(self._backward, cl=True)
+        return self._forward, self._backward
 
     def _pick(self, p: Params, x: torch.Tensor) -> str:
         """The kernel for this input: the configured one, or the probe's choice (`fastest`)."""
@@ -334,12 +346,8 @@ class _Conv2d:
         input, gradients collected and dropped (the parameters do not move); the faster by its
         best of PROBE_REPEATS, after one untimed pass."""
         seconds = {}
-        for kernel in ("per_client", "gemm"):
-            fwd, back = (
-                (self._gemm_forward, self._gemm_backward)
-                if kernel == "gemm"
-                else (self._forward, self._backward)
-            )
+        for kernel in PROBED:
+            fwd, back = self._kernels(kernel)
             times = []
             for i in range(PROBE_REPEATS + 1):
                 started = time.perf_counter()
@@ -390,9 +398,9 @@ class _Conv2d:
             sink.tensor(self.b, dy.sum(2))
         return dx
 
-    def _forward(self, p: Params, x: torch.Tensor):
+    def _forward(self, p: Params, x: torch.Tensor, cl: bool = False):
         w, b = p[self.w], None if self.b is None else p[self.b]
-        if not _channels_last(x):
+        if not (cl or _channels_last(x)):
             xs, stack = list(x), torch.stack
         else:
             xs = [xc.contiguous(memory_format=torch.channels_last) for xc in x]
@@ -412,11 +420,13 @@ class _Conv2d:
         )
         return y, xs
 
-    def _backward(self, p: Params, xs, dy: torch.Tensor, need_dx: bool, sink: _Sink):
+    def _backward(
+        self, p: Params, xs, dy: torch.Tensor, need_dx: bool, sink: _Sink, cl: bool = False
+    ):
         w = p[self.w]
         bias_sizes = None if self.b is None else [w.shape[1]]
         mask = [need_dx, True, self.b is not None]
-        cl = _channels_last(dy)
+        cl = cl or _channels_last(dy)
         outs = [
             torch.ops.aten.convolution_backward(
                 dy[c].contiguous(memory_format=torch.channels_last) if cl else dy[c],
@@ -472,8 +482,10 @@ class _MaxPool2d:
         flat, idx = saved
         lead, dy = dy.shape[:2], dy.reshape(-1, *dy.shape[2:])
         cl = torch.channels_last
-        if _channels_last(flat) and flat.is_contiguous(memory_format=cl):
-            dy = dy.contiguous(memory_format=cl)  # the forward's layout (a Flatten gives NCHW)
+        if (_channels_last(flat) or not flat.is_contiguous()) and flat.is_contiguous(
+            memory_format=cl
+        ):  # a channels-last input (bf16, conv_kernel channels_last): the forward's layout
+            dy = dy.contiguous(memory_format=cl)  # (a Flatten gives NCHW)
         dx = torch.ops.aten.max_pool2d_with_indices_backward(dy, flat, *self.args, idx)
         return dx.reshape(*lead, *dx.shape[1:])
 

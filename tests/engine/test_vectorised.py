@@ -158,10 +158,14 @@ def _client_loss(model, p, xb, yb, mb):
     return masked_mean(nn.functional.cross_entropy(logits.float(), yb, reduction="none"), mb)
 
 
-@pytest.mark.parametrize("conv_kernel", ["per_client", "gemm"])
+@pytest.mark.parametrize("conv_kernel", ["per_client", "channels_last", "gemm"])
 def test_layer_chain_gradients_match_autograd_per_client(conv_kernel):
-    """Strided, padded and dilated convolutions, with and without bias, either kernel."""
+    """Strided, padded and dilated convolutions, with and without bias, every kernel."""
     model, chain, params, x, y, mask = _chain_case(conv_kernel)
+    if conv_kernel == "channels_last":  # float32 operands in that layout, outputs too
+        y0, (_, xs) = chain.layers[0].forward(params, x)
+        assert all(xc.is_contiguous(memory_format=torch.channels_last) for xc in xs)
+        assert y0[0].is_contiguous(memory_format=torch.channels_last)
     sink = _Sink(params, None)
     loss = chain.loss_and_grads(params, x, y, mask, sink)
 
@@ -174,7 +178,7 @@ def test_layer_chain_gradients_match_autograd_per_client(conv_kernel):
         torch.testing.assert_close(sink.grads[k], want[k], rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("conv_kernel", ["per_client", "gemm"])
+@pytest.mark.parametrize("conv_kernel", ["per_client", "channels_last", "gemm"])
 def test_layer_chain_bf16_gradients_match_autocast_per_client(conv_kernel):
     """On bf16 operands the per-client kernels run channels-last (the layout oneDNN's bf16
     convolutions and pooling are fast in); each client's gradients, under either kernel, still
@@ -182,7 +186,7 @@ def test_layer_chain_bf16_gradients_match_autocast_per_client(conv_kernel):
     model, chain, params, x, y, mask = _chain_case(conv_kernel)
     sink = _Sink(params, None)
     loss = chain.loss_and_grads(params, x, y, mask, sink, torch.bfloat16)
-    if conv_kernel == "per_client":
+    if conv_kernel != "gemm":
         y0, (_, xs) = chain.layers[0].forward(
             {k: v.bfloat16() for k, v in params.items()}, x.bfloat16()
         )
@@ -249,7 +253,7 @@ def _image_federation(num_clients=4, per_client=10):
     )
 
 
-@pytest.mark.parametrize("conv_kernel", ["gemm", "fastest"])
+@pytest.mark.parametrize("conv_kernel", ["channels_last", "gemm", "fastest"])
 @pytest.mark.parametrize("momentum", [0.0, 0.5])
 def test_conv_kernels_agree_with_the_sequential_executor(
     assert_executors_agree, conv_kernel, momentum
@@ -281,13 +285,13 @@ def test_conv_kernels_agree_with_the_sequential_executor(
     assert info["vectorised_path"] == "batched layer-chain kernels"
     conv = info["vectorised_conv"]
     assert conv["setting"] == conv_kernel and sorted(conv["layers"]) == ["body.0", "body.3"]
-    if conv_kernel == "gemm":
-        assert set(conv["layers"].values()) == {"gemm"}
+    if conv_kernel != "fastest":
+        assert set(conv["layers"].values()) == {conv_kernel}
     else:  # one probe per layer and input shape: chunks of 3 and 1 clients
         for probes in conv["layers"].values():
             assert [p["input"][0] for p in probes] == [3, 1]
             for p in probes:
-                assert p["kernel"] in ("per_client", "gemm")
+                assert sorted(p["probe_seconds"]) == ["channels_last", "gemm", "per_client"]
                 assert p["probe_seconds"][p["kernel"]] == min(p["probe_seconds"].values())
 
 
