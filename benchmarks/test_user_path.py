@@ -1,5 +1,6 @@
 """The user-path figure: the median round of a real run, as the workflow's train job runs it
-(`fedbench.jobs.train` in a fresh Python process, as Snakemake's `script:` directive starts it:
+(`fedbench.jobs.train` in a fresh Python process, as a train job gets one: Snakemake's `script:`
+directive starts it, or the warm worker forks it from a server that has only imported modules;
 files in, the run's log and run.yaml out), for the FedAvg TwoNN round of test_round.py. The
 summary sets it beside the best-of micro-benchmark of the same round.
 
