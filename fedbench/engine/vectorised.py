@@ -311,25 +311,23 @@ class _Conv2d:
         self.stride, self.padding, self.dilation = mod.stride, mod.padding, mod.dilation
         self.kernel_size = mod.kernel_size
         self.kernel = kernel
+        # (forward, backward) of each kernel, made once (they run every step)
+        self._kernels = {
+            "per_client": (self._forward, self._backward),
+            "channels_last": (partial(self._forward, cl=True), partial(self._backward, cl=True)),
+            "gemm": (self._gemm_forward, self._gemm_backward),
+        }
         # `fastest`: (input shape, dtype) -> (kernel, {kernel: probe seconds})
         self.probed: dict[tuple, tuple[str, dict[str, float]]] = {}
 
     def forward(self, p: Params, x: torch.Tensor):
         kernel = self._pick(p, x)
-        y, saved = self._kernels(kernel)[0](p, x)
+        y, saved = self._kernels[kernel][0](p, x)
         return y, (kernel, saved)
 
     def backward(self, p: Params, saved, dy: torch.Tensor, need_dx: bool, sink: _Sink):
         kernel, saved = saved
-        return self._kernels(kernel)[1](p, saved, dy, need_dx, sink)
-
-    def _kernels(self, kernel: str):
-        """(forward, backward) of a kernel."""
-        if kernel == "gemm":
-            return self._gemm_forward, self._gemm_backward
-        if kernel == "channels_last":
-            return partial(self._forward, cl=True), partial(self._backward, cl=True)
-        return self._forward, self._backward
+        return self._kernels[kernel][1](p, saved, dy, need_dx, sink)
 
     def _pick(self, p: Params, x: torch.Tensor) -> str:
         """The kernel for this input: the configured one, or the probe's choice (`fastest`)."""
@@ -347,7 +345,7 @@ class _Conv2d:
         best of PROBE_REPEATS, after one untimed pass."""
         seconds = {}
         for kernel in PROBED:
-            fwd, back = self._kernels(kernel)
+            fwd, back = self._kernels[kernel]
             times = []
             for i in range(PROBE_REPEATS + 1):
                 started = time.perf_counter()
