@@ -232,15 +232,14 @@ def user_path(benches: list[dict], cases: dict[str, dict]) -> dict[str, dict]:
 
 
 def _split_rounds(info: dict) -> dict[str, float | None]:
-    """The median of the run's rounds that only train and of those that also evaluate (every
-    eval_every-th and the last; the best-of round evaluates nothing)."""
-    times, every = info.get("round_s"), info.get("eval_every")
-    if not times or not every:
+    """The median of the run's rounds that only train and of those that also evaluate (the
+    rounds of its metrics.jsonl records; the best-of round evaluates nothing)."""
+    times, evaluated = info.get("round_s"), info.get("eval_rounds")
+    if not times or evaluated is None:
         return {"train_only_s": None, "with_eval_s": None}
-    last = len(times)
-    evaluates = [t % every == 0 or t == last for t in range(1, last + 1)]
-    train = [s for s, e in zip(times, evaluates) if not e]
-    both = [s for s, e in zip(times, evaluates) if e]
+    evaluated = set(evaluated)
+    train = [s for t, s in enumerate(times, 1) if t not in evaluated]
+    both = [s for t, s in enumerate(times, 1) if t in evaluated]
     return {
         "train_only_s": _median(train) if train else None,
         "with_eval_s": _median(both) if both else None,

@@ -81,13 +81,13 @@ def test_the_user_path_splits_rounds_that_evaluate_from_those_that_only_train():
         "median_round_s": 0.5,
         "rounds": 5,
         "threads": 2,
-        "eval_every": 2,
-        "round_s": [1.0, 5.0, 2.0, 7.0, 9.0],  # rounds 2, 4 and the last (5) evaluate
+        "eval_rounds": [2, 4, 5],  # the rounds of the run's metrics.jsonl
+        "round_s": [1.0, 5.0, 2.0, 7.0, 9.0],
     }
     cases = {"fedavg-twonn-10": {"vectorised_s": 0.25}}
     got = user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]
     assert got["ratio"] == 2.0
     assert got["train_only_s"] == 1.5 and got["with_eval_s"] == 7.0
-    info.pop("eval_every")  # an older run's file: no split
+    info.pop("eval_rounds")  # an older run's file: no split
     got = user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]
     assert got["train_only_s"] is None and got["with_eval_s"] is None

@@ -85,6 +85,8 @@ def test_user_path_round(benchmark, tmp_path, clients):
         if "(this round " in line
     ]
     assert len(per_round) == rounds
+    evaluated = [json.loads(line)["round"] for line in out["metrics"].open()]
+    assert evaluated and evaluated[-1] == rounds  # the last round always evaluates
     benchmark.extra_info.update(
         kind="user_path",
         arch="twonn",
@@ -93,5 +95,5 @@ def test_user_path_round(benchmark, tmp_path, clients):
         threads=threads,
         median_round_s=info["median_round_seconds"],
         round_s=per_round,
-        eval_every=spec["training"]["eval_every"],
+        eval_rounds=evaluated,
     )

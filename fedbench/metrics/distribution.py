@@ -35,7 +35,11 @@ def client_stat(stat: str) -> int | None:
 
 def gini(values: np.ndarray) -> float:
     """Gini coefficient: mean absolute pairwise difference over twice the mean (0 = equal)."""
-    v = np.sort(np.asarray(values, dtype=np.float64))
+    return _gini_sorted(np.sort(np.asarray(values, dtype=np.float64)))
+
+
+def _gini_sorted(v: np.ndarray) -> float:
+    """`gini` of values already sorted ascending (float64)."""
     n = len(v)
     if n == 0:
         return float("nan")
@@ -60,9 +64,18 @@ def _arrays(values, weights) -> tuple[np.ndarray, np.ndarray]:
 def tail_mean(values, weights=None, tail: float = 0.1, lowest: bool = True) -> float:
     """Weighted mean of the max(1, floor(tail·n)) lowest (or highest) values (AAggFF release)."""
     v, w = _arrays(values, weights)
+    return _release_tails(v, w, tail)[0 if lowest else 1]
+
+
+def _release_tails(v: np.ndarray, w: np.ndarray, tail: float) -> tuple[float, float]:
+    """`tail_mean`'s lowest and highest tails of checked arrays, from one stable argsort."""
     num = max(1, math.floor(tail * len(v)))
     order = np.argsort(v, kind="stable")
-    pick = order[:num] if lowest else order[::-1][:num]
+    return tuple(_weighted_mean(v, w, pick) for pick in (order[:num], order[::-1][:num]))
+
+
+def _weighted_mean(v: np.ndarray, w: np.ndarray, pick: np.ndarray) -> float:
+    """The `w`-weighted mean of v[pick] (the plain mean where those weights are all 0)."""
     if w[pick].sum() == 0:
         return float(v[pick].mean())
     return float(np.sum(v[pick] * w[pick]) / w[pick].sum())
@@ -83,7 +96,8 @@ def distribution_pack(values, weights=None, tail: float = 0.1) -> dict[str, floa
     if w.shape != v.shape or np.any(w < 0) or w.sum() <= 0:
         raise ValueError("weights must be non-negative, of the same length as values, not all 0")
     m = max(1, math.ceil(tail * len(v)))
-    s = np.sort(v)
+    s = np.sort(v)  # one sort and one stable argsort serve every stat below
+    worst_release, best_release = _release_tails(v, w, tail)
     return {
         "mean": float(v.mean()),
         "wmean": float(np.sum(w * v) / w.sum()),
@@ -92,9 +106,9 @@ def distribution_pack(values, weights=None, tail: float = 0.1) -> dict[str, floa
         "max": float(s[-1]),
         "worst10": float(s[:m].mean()),
         "best10": float(s[-m:].mean()),
-        "gini": gini(v),
-        "worst10_release": tail_mean(v, w, tail, lowest=True),
-        "best10_release": tail_mean(v, w, tail, lowest=False),
+        "gini": _gini_sorted(s),
+        "worst10_release": worst_release,
+        "best10_release": best_release,
     }
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from fedbench.metrics import classification_counts, distribution_pack, gini
+from fedbench.metrics import PACK_STATS, classification_counts, distribution_pack, gini
 
 
 def test_pack_by_hand():
@@ -28,6 +28,62 @@ def test_gini_by_hand():
     # [0, 0, 0, 1]: sum |xi - xj| = 6, mean 0.25 -> 6 / (2 * 16 * 0.25) = 0.75
     assert gini(np.array([0.0, 0.0, 0.0, 1.0])) == pytest.approx(0.75)
     assert math.isnan(gini(np.array([])))
+
+
+def _pack_before(values, weights, tail=0.1):
+    """The pack as computed before one sort and one argsort served every stat (2026-12-05): each
+    stat on its own, the same numpy operations. Kept to prove the recorded bits unchanged."""
+    v, w = np.asarray(values, dtype=np.float64), np.asarray(weights, dtype=np.float64)
+    m, s = max(1, math.ceil(tail * len(v))), np.sort(v)
+
+    def release(lowest):
+        num = max(1, math.floor(tail * len(v)))
+        order = np.argsort(v, kind="stable")
+        pick = order[:num] if lowest else order[::-1][:num]
+        if w[pick].sum() == 0:
+            return float(v[pick].mean())
+        return float(np.sum(v[pick] * w[pick]) / w[pick].sum())
+
+    g = np.sort(v)
+    mean = g.mean()
+    n = len(g)
+    diff = 2.0 * np.sum((2 * np.arange(n) - n + 1) * g)
+    values = (
+        v.mean(),
+        np.sum(w * v) / w.sum(),
+        v.std(),
+        s[0],
+        s[-1],
+        s[:m].mean(),
+        s[-m:].mean(),
+        0.0 if mean == 0 else diff / (2.0 * n * n * mean),
+        release(True),
+        release(False),
+    )  # in PACK_STATS order
+    return {key: float(x) for key, x in zip(PACK_STATS, values, strict=True)}
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 9, 10, 11, 19, 20, 21, 99, 100, 101, 1000])
+def test_pack_bits_unchanged(k):
+    """Every stat of the pack bit for bit as before, over values with ties, zeros, a NaN and
+    test-set sizes with zeros (accuracies on a grid of 1/n, losses, all equal)."""
+    rng = np.random.default_rng(k)
+    n = rng.integers(0, 40, k)
+    n[0] = max(n[0], 1)
+    for v in (
+        rng.random(k),
+        np.round(rng.random(k) * 10) / 10,  # ties
+        rng.exponential(2.0, k),
+        np.zeros(k),
+        np.full(k, 0.25),
+        np.where(rng.random(k) < 0.1, np.nan, rng.random(k)),
+    ):
+        for w in (n, np.ones(k), None):
+            got = distribution_pack(list(v), None if w is None else list(w))
+            want = _pack_before(v, np.ones(k) if w is None else w)
+            assert got.keys() == want.keys()
+            for key in want:
+                assert np.float64(got[key]).tobytes() == np.float64(want[key]).tobytes(), key
 
 
 def test_pack_rejects_bad_input():
