@@ -84,9 +84,9 @@ def test_the_user_path_splits_rounds_that_evaluate_from_those_that_only_train():
         "eval_rounds": [2, 4, 5],  # the rounds of the run's metrics.jsonl
         "round_s": [1.0, 5.0, 2.0, 7.0, 9.0],
     }
-    cases = {"fedavg-twonn-10": {"vectorised_s": 0.25}}
+    cases = {"fedavg-twonn-10": {"vectorised_s": 0.25, "vectorised_median_s": 0.4}}
     got = user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]
-    assert got["ratio"] == 2.0
+    assert got["ratio"] == 2.0 and got["micro_median_s"] == 0.4  # the target reads the best-of
     assert got["train_only_s"] == 1.5 and got["with_eval_s"] == 7.0
     info.pop("eval_rounds")  # an older run's file: no split
     got = user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]
