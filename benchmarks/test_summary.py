@@ -1,5 +1,7 @@
 """The summary's paired ratios and which measurement a target reads (plain tests, no timing)."""
 
+import math
+
 import pytest
 from summary import check_targets, paired_cases, paired_ratio, user_path
 
@@ -68,9 +70,33 @@ def test_the_user_path_target_reads_the_median_round_over_the_best_of():
         "fedavg-twonn-100": {"ratio": 1.21},
     }
     got = {t["target"]: t for t in check_targets({}, None, None, paths)}
-    assert got["twonn 10 clients: user path <= 1.2x best-of"]["met"]
-    assert not got["twonn 100 clients: user path <= 1.2x best-of"]["met"]
+    assert got["twonn 10 clients: user path <= 1.2x best-of, paired"]["met"]
+    assert not got["twonn 100 clients: user path <= 1.2x best-of, paired"]["met"]
     assert not check_targets({})[4]["met"]  # no user-path run: not met
+
+
+def test_the_user_path_ratio_is_the_median_of_its_pairs():
+    """Each user-path run over the best-of timed right after it; the target reads the median of
+    those ratios, not the last run over test_round.py's best-of (printed beside it)."""
+    info = {
+        "kind": "user_path",
+        "arch": "twonn",
+        "clients": 10,
+        "median_round_s": 0.9,
+        "rounds": 5,
+        "threads": 2,
+        "pairs": [  # ratios 1.8, 1.2, 1.3; rounds that only train 1.2, 1.0, NaN (none)
+            {"median_round_s": 0.9, "train_only_s": 0.6, "best_of_s": 0.5},
+            {"median_round_s": 0.6, "train_only_s": 0.5, "best_of_s": 0.5},
+            {"median_round_s": 1.3, "train_only_s": math.nan, "best_of_s": 1.0},
+        ],
+    }
+    cases = {"fedavg-twonn-10": {"vectorised_s": 0.5}}
+    got = user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]
+    assert got["ratio"] == pytest.approx(1.3) and got["unpaired_ratio"] == pytest.approx(1.8)
+    assert got["train_only_ratio"] == pytest.approx(1.1)
+    info.pop("pairs")  # an older run's file: the unpaired ratio
+    assert user_path([{"extra_info": info}], cases)["fedavg-twonn-10"]["ratio"] == 1.8
 
 
 def test_the_user_path_splits_rounds_that_evaluate_from_those_that_only_train():

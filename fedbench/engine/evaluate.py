@@ -117,8 +117,12 @@ def evaluate_clients_shared(
     owner = torch.cat(
         [torch.full((len(client_idx[i]),), j, device=all_idx.device) for j, i in enumerate(ids)]
     )
-    wx = None if w is None else w[all_idx]
-    per = _per_sample(apply, params, x[all_idx], y[all_idx], batch_size, wx)
+    # index_select: the same copy as x[all_idx], 2-3x faster on a CPU (a tenth of a 10-client
+    # TwoNN evaluation)
+    rows = all_idx.to(x.device)
+    xs, ys = x.index_select(0, rows), y.index_select(0, rows.to(y.device))
+    wx = None if w is None else w.index_select(0, rows.to(w.device))
+    per = _per_sample(apply, params, xs, ys, batch_size, wx)
     n = torch.bincount(owner, minlength=len(ids)).to(torch.float64)
     out: dict[str, list] = {"ids": ids, "n": [int(v) for v in n.tolist()]}
     sample_owner = owner
@@ -127,7 +131,7 @@ def evaluate_clients_shared(
     out.update(_client_means(per, owner, len(ids), n))
     out["ece"], out["mce"] = _calibration(per, owner, len(ids), calib_batch)
     if "score" in per:
-        positive = y[all_idx] == 1
+        positive = ys == 1
         out["auroc"] = auroc_per_group(per["score"], positive, sample_owner, len(ids)).tolist()
     return out
 
