@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import platform
 import sys
 from collections import defaultdict
@@ -244,8 +243,10 @@ def user_path(benches: list[dict], cases: dict[str, dict]) -> dict[str, dict]:
 
 
 def _pair_ratio(pairs: list[dict], key: str) -> float | None:
-    """The median over a user path's pairs of `key` / the pair's best-of (NaNs left out)."""
-    ratios = [p[key] / p["best_of_s"] for p in pairs if not math.isnan(p[key])]
+    """The median over a user path's pairs of `key` / the pair's best-of, where a pair has it
+    (`train_only_s`: its rounds that only train, from `_split_rounds`)."""
+    values = [(p[key] if key in p else _split_rounds(p)[key], p["best_of_s"]) for p in pairs]
+    ratios = [v / b for v, b in values if v is not None]
     return _median(ratios) if ratios else None
 
 
@@ -283,11 +284,9 @@ def print_user_path(paths: dict[str, dict]) -> None:
             f"{_f(p.get('micro_median_s'), '.4f'):>16}"
         )
         for q in p.get("pairs") or []:
-            m, t, b = q["median_round_s"], q["train_only_s"], q["best_of_s"]
-            print(
-                f"  {'':<20}pair: median round {m:.4f} (train-only {t:.4f}) / best-of {b:.4f}"
-                f" = {m / b:.2f}x ({t / b:.2f}x)"
-            )
+            m, b, t = q["median_round_s"], q["best_of_s"], _split_rounds(q)["train_only_s"]
+            only = "" if t is None else f" (train-only {t:.4f}: {t / b:.2f}x)"
+            print(f"  {'':<20}pair: median round {m:.4f} / best-of {b:.4f} = {m / b:.2f}x{only}")
         if p.get("train_only_ratio") is not None:
             print(f"  {'':<20}paired, rounds that only train: {p['train_only_ratio']:.2f}x")
 

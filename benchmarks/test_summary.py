@@ -1,7 +1,5 @@
 """The summary's paired ratios and which measurement a target reads (plain tests, no timing)."""
 
-import math
-
 import pytest
 from summary import check_targets, paired_cases, paired_ratio, user_path
 
@@ -85,10 +83,10 @@ def test_the_user_path_ratio_is_the_median_of_its_pairs():
         "median_round_s": 0.9,
         "rounds": 5,
         "threads": 2,
-        "pairs": [  # ratios 1.8, 1.2, 1.3; rounds that only train 1.2, 1.0, NaN (none)
-            {"median_round_s": 0.9, "train_only_s": 0.6, "best_of_s": 0.5},
-            {"median_round_s": 0.6, "train_only_s": 0.5, "best_of_s": 0.5},
-            {"median_round_s": 1.3, "train_only_s": math.nan, "best_of_s": 1.0},
+        "pairs": [  # ratios 1.8, 1.2, 1.3; rounds that only train 1.2, 1.0, none
+            {"median_round_s": 0.9, "round_s": [0.6, 1.2], "eval_rounds": [2], "best_of_s": 0.5},
+            {"median_round_s": 0.6, "round_s": [0.5, 0.7], "eval_rounds": [2], "best_of_s": 0.5},
+            {"median_round_s": 1.3, "round_s": [1.3], "eval_rounds": [1], "best_of_s": 1.0},
         ],
     }
     cases = {"fedavg-twonn-10": {"vectorised_s": 0.5}}
